@@ -1,0 +1,133 @@
+package retryhttp
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// replayMode says how a request's body is sent again.
+type replayMode uint8
+
+const (
+	replayNoBody   replayMode = iota // no body: the request is sent as it is
+	replayGetBody                    // a fresh body from GetBody per retry
+	replayBuffered                   // a fresh reader over buffered bytes per attempt
+	replayOnce                       // sent once; the request is not retried
+)
+
+// replay produces the request to send on each attempt, with a body reader of
+// its own: a reader handed to the base transport is never read again, since
+// the base transport of an earlier attempt may still be reading it. The
+// caller's request is never modified; attempts that need another body get a
+// shallow copy.
+type replay struct {
+	req  *http.Request
+	mode replayMode
+	buf  []byte    // replayBuffered: the whole body
+	once io.Reader // replayOnce of an overflowing body: buffered prefix + rest
+}
+
+// newReplay decides how req's body is replayed, buffering it if it has no
+// GetBody and might be retried. On error, req.Body has been closed.
+func newReplay(req *http.Request, s *settings) (replay, error) {
+	r := replay{req: req}
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		r.mode = replayNoBody
+	case s.maxRetries == 0 || s.preventRetryWithBody:
+		r.mode = replayOnce
+	case req.GetBody != nil:
+		r.mode = replayGetBody
+	case s.bodyBufferLimit <= 0:
+		r.mode = replayOnce
+	default:
+		return r, r.buffer(s.bodyBufferLimit)
+	}
+	return r, nil
+}
+
+// buffer reads up to limit bytes of the body. A body that fits is closed and
+// replayed from memory; a larger one is streamed once, prefix then rest.
+func (r *replay) buffer(limit int64) error {
+	body := r.req.Body
+	buf, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		body.Close()
+		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
+	}
+	if int64(len(buf)) > limit {
+		r.mode = replayOnce
+		r.once = io.MultiReader(bytes.NewReader(buf), body)
+		return nil
+	}
+	if err := body.Close(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
+	}
+	r.mode = replayBuffered
+	r.buf = buf
+	return nil
+}
+
+// replayable reports whether the request may be sent more than once.
+func (r *replay) replayable() bool { return r.mode != replayOnce }
+
+// request returns the request for attempt n (1 for the first).
+func (r *replay) request(n int) (*http.Request, error) {
+	switch r.mode {
+	case replayGetBody:
+		if n == 1 {
+			return r.req, nil
+		}
+		body, err := r.req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSeekingBody, err)
+		}
+		return r.withBody(body), nil
+	case replayBuffered:
+		buf := r.buf
+		req := r.withBody(io.NopCloser(bytes.NewReader(buf)))
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(buf)), nil
+		}
+		return req, nil
+	case replayOnce:
+		if r.once != nil {
+			return r.withBody(readCloser{r.once, r.req.Body}), nil
+		}
+	}
+	return r.req, nil
+}
+
+// withBody returns a shallow copy of the caller's request with another body.
+func (r *replay) withBody(body io.ReadCloser) *http.Request {
+	req := *r.req
+	req.Body = body
+	return &req
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// maxDrain bounds how much of a discarded response body is read so that its
+// connection can be reused. A longer body costs the connection instead.
+const maxDrain = 64 << 10
+
+// discard drains a response the caller will never see, up to maxDrain bytes,
+// and closes it.
+func discard(res *http.Response) {
+	if res == nil || res.Body == nil {
+		return
+	}
+	if b, ok := res.Body.(interface{ rearm() }); ok {
+		b.rearm() // a body that trickles is cut by the attempt timeout
+	}
+	if res.ContentLength <= maxDrain { // includes -1, unknown
+		_, _ = io.CopyN(io.Discard, res.Body, maxDrain)
+	}
+	res.Body.Close()
+}

@@ -1,0 +1,185 @@
+package retryhttp
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DelayFn returns how long to wait before the next attempt, given the
+// attempt that just failed. A negative result means no wait. It must be safe
+// for concurrent use.
+type DelayFn func(attempt Attempt) time.Duration
+
+const (
+	defaultDelayBase       = 250 * time.Millisecond
+	defaultDelayCap        = 10 * time.Second
+	defaultJitterMagnitude = 1.0 / 3
+
+	// maxDuration is the longest time.Duration; waits saturate there
+	// instead of overflowing into negative values.
+	maxDuration = time.Duration(math.MaxInt64)
+)
+
+// CustomizedDelayFnOptions configures CustomizedDelayFn. The zero value of
+// every field means its default.
+type CustomizedDelayFnOptions struct {
+	// Base is the ceiling of the first backoff delay; each further retry
+	// doubles it. Zero or negative means the default, 250ms.
+	Base time.Duration
+
+	// Cap bounds the ceiling of the backoff delay. Zero or negative means
+	// the default, 10s. A Cap smaller than Base is raised to Base.
+	Cap time.Duration
+
+	// JitterMagnitude is the share of a Retry-After wait by which the delay
+	// is moved, up or down, at random: with 1/3 (the default, used for
+	// zero and NaN), a Retry-After of 3s gives a wait uniform in [2s, 4s).
+	// A negative value means no jitter; values above 1 are treated as 1.
+	JitterMagnitude float64
+}
+
+// DefaultDelayFn is the delay the transport uses unless told otherwise.
+//
+// If the response carries a valid Retry-After header (a non-negative integer
+// number of seconds, or an HTTP-date in any of the formats http.ParseTime
+// accepts), the delay is that wait moved up or down by up to a third of
+// it, uniformly at random; a date in the past means no wait. A Retry-After
+// too large to represent saturates at the longest time.Duration (the
+// transport's maximum delay then stops the retries instead of waiting).
+//
+// Otherwise the delay is "full jitter" exponential backoff: uniform in
+// [0, min(10s, 250ms·2^(n−1))) before retry n.
+func DefaultDelayFn(attempt Attempt) time.Duration {
+	return defaultDelayPolicy.delay(attempt, time.Now, rand.Float64())
+}
+
+var defaultDelayPolicy = delayPolicy{
+	base:   defaultDelayBase,
+	cap:    defaultDelayCap,
+	jitter: defaultJitterMagnitude,
+}
+
+// CustomizedDelayFn returns a DelayFn that follows the rules of
+// DefaultDelayFn with the backoff base, cap and Retry-After jitter of opts.
+// Invalid values are replaced as CustomizedDelayFnOptions documents; it
+// never panics.
+func CustomizedDelayFn(opts CustomizedDelayFnOptions) DelayFn {
+	p := newDelayPolicy(opts)
+	return func(attempt Attempt) time.Duration {
+		return p.delay(attempt, time.Now, rand.Float64())
+	}
+}
+
+// delayPolicy is the validated form of CustomizedDelayFnOptions.
+type delayPolicy struct {
+	base, cap time.Duration
+	jitter    float64 // in [0, 1]
+}
+
+func newDelayPolicy(o CustomizedDelayFnOptions) delayPolicy {
+	p := defaultDelayPolicy
+	if o.Base > 0 {
+		p.base = o.Base
+	}
+	if o.Cap > 0 {
+		p.cap = o.Cap
+	}
+	if p.cap < p.base {
+		p.cap = p.base
+	}
+	switch j := o.JitterMagnitude; {
+	case j == 0 || math.IsNaN(j):
+		// default
+	case j < 0:
+		p.jitter = 0
+	case j > 1:
+		p.jitter = 1
+	default:
+		p.jitter = j
+	}
+	return p
+}
+
+// delay is the pure form of a DelayFn: r is a uniform random number in
+// [0, 1), and now is called only for a Retry-After date.
+func (p delayPolicy) delay(a Attempt, now func() time.Time, r float64) time.Duration {
+	if a.Res != nil {
+		if d, ok := parseRetryAfter(a.Res.Header, now); ok {
+			return jitter(d, p.jitter, r)
+		}
+	}
+	return fullJitter(p.base, p.cap, a.Count, r)
+}
+
+// parseRetryAfter reads the Retry-After header of h (RFC 9110 §10.2.3). Only
+// the first value counts, as with Header.Get. It reports false when the header
+// is missing or invalid: negative, fractional or not a number or a date.
+func parseRetryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if isDigits(v) {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(maxDuration/time.Second) {
+			return maxDuration, true // too large to represent: saturate
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now()) // saturates instead of overflowing
+	if d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+// jitter moves d by up to magnitude·d, up or down: r = 0 gives the lowest
+// value, r → 1 the highest. The result is never negative and saturates at
+// maxDuration.
+func jitter(d time.Duration, magnitude, r float64) time.Duration {
+	f := float64(d) * (1 + magnitude*(2*r-1))
+	switch {
+	case f <= 0:
+		return 0
+	case f >= float64(maxDuration):
+		return maxDuration
+	}
+	return time.Duration(f)
+}
+
+// fullJitter returns a uniform random delay in [0, min(ceil, base·2^(n−1)))
+// for retry n (n < 1 counts as 1), without overflowing for any n.
+func fullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	limit := ceil
+	if shift := n - 1; shift < 62 && base <= ceil>>shift {
+		limit = base << shift
+	}
+	d := time.Duration(r * float64(limit))
+	if d >= limit { // float rounding when r is within an ulp of 1
+		d = limit - 1
+	}
+	if d < 0 {
+		d = 0
+	}
+	return d
+}

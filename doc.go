@@ -1,0 +1,33 @@
+// Package retryhttp provides an http.RoundTripper that retries failed
+// requests, right by default, so that a program gets safe retries by setting
+// one field:
+//
+//	client := &http.Client{Transport: retryhttp.New()}
+//
+// Why a RoundTripper: the code that makes requests does not change, and every
+// request of the client, including those of libraries it is handed to, gets
+// the same policy.
+//
+// What is retried by default (DefaultShouldRetryFn): failures that prove the
+// request never left the client (DNS errors, refused connections) always;
+// timeouts and connection resets only for requests guessed idempotent; 429,
+// or an error response carrying Retry-After; 502 and 503 for requests guessed
+// idempotent; nothing else. The wait (DefaultDelayFn) follows Retry-After
+// with ±1/3 jitter, or else "full jitter" exponential backoff from 250ms,
+// capped at 10s. Both are replaceable per transport (WithShouldRetryFn,
+// WithDelayFn) and per request through the context (SetShouldRetryFn,
+// SetDelayFn).
+//
+// What it never does: modify the caller's request, copy a body it can
+// replay with GetBody, buffer an unbounded body, wait past the caller's
+// deadline, retry after the caller cancelled, or return a response together
+// with an error.
+//
+// Where it sits: the Transport wraps a base transport (WithTransport), which
+// sends each attempt. Instrumentation that should see every attempt (an
+// otelhttp transport, say) goes below it, as its base; instrumentation that
+// should see one logical request goes above it.
+//
+// The docs/ folder of the repository describes the defaults (docs/default.md)
+// and every option (docs/options.md).
+package retryhttp

@@ -1,0 +1,55 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The errors below are part of the package's contract: callers may match them
+// with errors.Is. Errors returned by RoundTrip wrap them with %w (or join them
+// with the underlying error), so errors.Is and errors.As reach both the
+// sentinel and the error of the base transport (a *net.OpError, say).
+var (
+	// ErrRetriesExhausted is joined with the last attempt's error when that
+	// error was retryable but no retries were left.
+	ErrRetriesExhausted = errors.New("retryhttp: retries exhausted")
+
+	// ErrBufferingBody wraps the error met while reading a request body that
+	// had no GetBody into memory so that it could be replayed. The request
+	// was not sent.
+	ErrBufferingBody = errors.New("retryhttp: error buffering request body")
+
+	// ErrSeekingBody wraps the error returned by a request's GetBody when a
+	// retry needed a fresh copy of the body. The retry was not sent.
+	ErrSeekingBody = errors.New("retryhttp: error getting a fresh request body")
+
+	// ErrAttemptTimeout is returned (wrapped) when one attempt ran past the
+	// per-attempt timeout set with WithAttemptTimeout or SetAttemptTimeout,
+	// and it was not retried. It is a net.Error whose Timeout method reports
+	// true, so IsTimeoutErr recognises it.
+	ErrAttemptTimeout error = attemptTimeoutError{}
+)
+
+// attemptTimeoutError is the type of ErrAttemptTimeout. It implements
+// net.Error so that code which checks for timeouts the usual way, with
+// errors.As and Timeout(), treats an attempt timeout like any other.
+type attemptTimeoutError struct{}
+
+func (attemptTimeoutError) Error() string   { return "retryhttp: attempt timed out" }
+func (attemptTimeoutError) Timeout() bool   { return true }
+func (attemptTimeoutError) Temporary() bool { return true }
+
+// errAttemptTimedOut is the error of an attempt cut by its own timeout.
+func errAttemptTimedOut(d time.Duration) error {
+	return fmt.Errorf("%w after %v", ErrAttemptTimeout, d)
+}
+
+// errExhausted joins ErrRetriesExhausted with the last attempt's error.
+func errExhausted(attempts int, err error) error {
+	return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, attempts, err)
+}
+
+// errNilResponse is returned when a base transport breaks the RoundTripper
+// contract by returning neither a response nor an error.
+var errNilResponse = errors.New("retryhttp: base transport returned a nil response and a nil error")

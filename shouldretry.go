@@ -1,0 +1,194 @@
+package retryhttp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+)
+
+// ShouldRetryFn decides, after an attempt, whether the request should be
+// sent again. It is called only while retries remain possible; the
+// transport, not this function, enforces the retry limit, the retry budget
+// and the deadline. It must be safe for concurrent use.
+type ShouldRetryFn func(attempt Attempt) bool
+
+// defaultIdempotentMethods are the methods RFC 9110 §9.2.2 defines as
+// idempotent (the safe methods GET, HEAD, OPTIONS and TRACE, plus PUT and
+// DELETE).
+var defaultIdempotentMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodOptions,
+	http.MethodTrace, http.MethodPut, http.MethodDelete,
+}
+
+// defaultRetryableStatusCodes are retried for requests guessed idempotent:
+// the upstream of a gateway failed (502), or the server is unavailable (503).
+var defaultRetryableStatusCodes = []int{http.StatusBadGateway, http.StatusServiceUnavailable}
+
+// CustomizedShouldRetryFnOptions configures CustomizedShouldRetryFn.
+type CustomizedShouldRetryFnOptions struct {
+	// IdempotentMethods replaces the methods guessed idempotent: GET, HEAD,
+	// OPTIONS, TRACE, PUT and DELETE by default. Methods are case-sensitive
+	// (RFC 9110 §9.1). A nil slice means the default; an empty non-nil
+	// slice means no method is guessed idempotent by its name (a request
+	// carrying an Idempotency-Key still is).
+	IdempotentMethods []string
+
+	// RetryableStatusCodes replaces the status codes retried for requests
+	// guessed idempotent: 502 and 503 by default. A nil slice means the
+	// default; an empty non-nil slice means none. 429, and any status of
+	// 400 or above carrying Retry-After, are retried whatever this list.
+	RetryableStatusCodes []int
+}
+
+// DefaultShouldRetryFn is the decision the transport uses unless told
+// otherwise. It returns false if the caller's context is done. Otherwise it
+// returns true for:
+//   - an error that proves the request never left the client: a DNS error, a
+//     refused connection or any other failure to dial;
+//   - a timeout (IsTimeoutErr), a connection reset or an unexpected EOF before
+//     any response, when the request is guessed idempotent;
+//   - a response with status 429, or with a status of 400 or above and a
+//     Retry-After header;
+//   - a response with status 502 or 503, when the request is guessed
+//     idempotent.
+//
+// Anything else, including every 1xx, 2xx and 3xx response, is not retried.
+// A request is guessed idempotent if its method is GET, HEAD, OPTIONS, TRACE,
+// PUT or DELETE, or if it carries a non-empty Idempotency-Key or
+// X-Idempotency-Key header. docs/default.md states the rules in full.
+func DefaultShouldRetryFn(attempt Attempt) bool {
+	return defaultRetryPolicy.shouldRetry(attempt)
+}
+
+var defaultRetryPolicy = retryPolicy{
+	idempotentMethods: defaultIdempotentMethods,
+	statusCodes:       defaultRetryableStatusCodes,
+}
+
+// CustomizedShouldRetryFn returns a ShouldRetryFn that follows the rules of
+// DefaultShouldRetryFn with the lists of idempotent methods and retryable
+// status codes replaced by those of opts. The slices are copied.
+func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn {
+	p := defaultRetryPolicy
+	if opts.IdempotentMethods != nil {
+		p.idempotentMethods = append([]string(nil), opts.IdempotentMethods...)
+	}
+	if opts.RetryableStatusCodes != nil {
+		p.statusCodes = append([]int(nil), opts.RetryableStatusCodes...)
+	}
+	return p.shouldRetry
+}
+
+// retryPolicy holds the two lists that CustomizedShouldRetryFn can replace.
+type retryPolicy struct {
+	idempotentMethods []string
+	statusCodes       []int
+}
+
+func (p retryPolicy) shouldRetry(a Attempt) bool {
+	// The caller gave up: nobody is waiting for a retry.
+	if a.Req != nil && a.Req.Context().Err() != nil {
+		return false
+	}
+	if a.Err != nil {
+		return p.shouldRetryErr(a)
+	}
+	if a.Res == nil {
+		return false
+	}
+	return p.shouldRetryRes(a)
+}
+
+func (p retryPolicy) shouldRetryErr(a Attempt) bool {
+	// The request never reached a server: always safe to send again.
+	if IsDNSErr(a.Err) || isDialErr(a.Err) {
+		return true
+	}
+	// The request may have reached the server: only if sending it twice is
+	// harmless.
+	if IsTimeoutErr(a.Err) || isConnLost(a.Err) {
+		return p.idempotent(a.Req)
+	}
+	return false
+}
+
+func (p retryPolicy) shouldRetryRes(a Attempt) bool {
+	code := a.Res.StatusCode
+	// 1xx, 2xx and 3xx are answers, whatever their headers say.
+	if code < 400 {
+		return false
+	}
+	// The server asked to be called again later.
+	if code == http.StatusTooManyRequests || a.Res.Header.Get("Retry-After") != "" {
+		return true
+	}
+	for _, c := range p.statusCodes {
+		if c == code {
+			return p.idempotent(a.Req)
+		}
+	}
+	return false
+}
+
+// idempotent reports whether sending r twice is guessed harmless.
+func (p retryPolicy) idempotent(r *http.Request) bool {
+	if r == nil {
+		return false
+	}
+	if hasIdempotencyKey(r.Header) {
+		return true
+	}
+	method := r.Method
+	if method == "" {
+		method = http.MethodGet // net/http's meaning of an empty method
+	}
+	for _, m := range p.idempotentMethods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// hasIdempotencyKey reports whether h carries a non-empty idempotency key
+// under either of the names in use.
+func hasIdempotencyKey(h http.Header) bool {
+	return h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != ""
+}
+
+// IsDNSErr reports whether err is, or wraps, a *net.DNSError: the name of the
+// server could not be resolved, so no request was sent.
+func IsDNSErr(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr)
+}
+
+// IsTimeoutErr reports whether err is, or wraps, an error whose Timeout method
+// reports true (a net.Error timeout, os.ErrDeadlineExceeded,
+// context.DeadlineExceeded or ErrAttemptTimeout, among others).
+func IsTimeoutErr(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// isDialErr reports whether err comes from dialing: the connection was never
+// made, so the request was never written.
+func isDialErr(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// isConnLost reports whether the connection broke before a response arrived:
+// a reset, a broken pipe, or the server closing it early.
+func isConnLost(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF)
+}

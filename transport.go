@@ -1,0 +1,198 @@
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// Attempt describes one attempt at sending a request, as seen by a
+// ShouldRetryFn or a DelayFn after the attempt.
+type Attempt struct {
+	// Count is the number of attempts made so far, this one included: 1
+	// after the first attempt.
+	Count int
+
+	// Req is the request as sent on this attempt, with the caller's
+	// context. It must not be modified.
+	Req *http.Request
+
+	// Res is the response of this attempt, or nil if it failed with Err.
+	// Its body must not be read or closed: the transport either returns it
+	// to the caller or drains and closes it.
+	Res *http.Response
+
+	// Err is the error of this attempt, or nil if a response arrived.
+	Err error
+}
+
+// Transport is an http.RoundTripper that retries failed requests. Set it as
+// the Transport of an http.Client; the code that makes requests does not
+// change.
+//
+// The zero value is ready to use, with every default: up to DefaultMaxRetries
+// retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, and
+// a pooled base transport from github.com/hashicorp/go-cleanhttp. New
+// applies options.
+//
+// A Transport is safe for concurrent use by multiple goroutines. It must not
+// be copied after first use.
+type Transport struct {
+	transport            http.RoundTripper
+	shouldRetryFn        ShouldRetryFn
+	delayFn              DelayFn
+	maxRetries           int
+	maxRetriesSet        bool
+	preventRetryWithBody bool
+	attemptTimeout       time.Duration
+	maxDelay             time.Duration
+	bodyBufferLimit      int64
+	bodyBufferLimitSet   bool
+
+	baseOnce sync.Once
+	base     http.RoundTripper
+
+	// Seams for tests: nil means time.Now and a real timer.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New returns a Transport configured by options.
+func New(options ...func(*Transport)) *Transport {
+	t := &Transport{}
+	for _, option := range options {
+		if option != nil {
+			option(t)
+		}
+	}
+	return t
+}
+
+// RoundTrip sends req, retrying as the transport's settings and req's
+// context overrides say. It never modifies req. When it returns an error it
+// returns no response; when retries end on a response, that response is
+// returned as the server sent it, for the caller to read and close.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	s := t.settings(ctx)
+	body, err := newReplay(req, &s)
+	if err != nil {
+		return nil, err
+	}
+	for count := 1; ; count++ {
+		// 1. Send one attempt, with a body of its own.
+		sent, err := body.request(count)
+		if err != nil {
+			return nil, err
+		}
+		res, err := t.send(sent, s.attemptTimeout)
+		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
+			return res, nil // an upgraded connection: nothing to retry
+		}
+
+		// 2. Ask the policy, unless the request cannot be sent again (no
+		// retries configured, or a body that cannot be replayed).
+		if s.maxRetries == 0 || !body.replayable() {
+			return res, err
+		}
+		a := Attempt{Count: count, Req: sent, Res: res, Err: err}
+		if !s.shouldRetry(a) {
+			return res, err
+		}
+
+		// 3. Out of retries: the last response as it is, or the last error
+		// marked as such.
+		if count > s.maxRetries {
+			if err != nil {
+				return nil, errExhausted(count, err)
+			}
+			return res, nil
+		}
+
+		// 4. Choose the wait. Don't wait past the caller's deadline, nor
+		// longer than the transport allows: hand over the last outcome.
+		d := max(s.delay(a), 0)
+		if d > s.maxDelay || t.pastDeadline(ctx, d) {
+			return res, err
+		}
+
+		// 5. Let go of the response the caller will not see, and wait.
+		discard(res)
+		if err := t.wait(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// send runs one attempt on the base transport, enforcing its contract: an
+// error comes without a response, and a response with no error.
+func (t *Transport) send(req *http.Request, timeout time.Duration) (*http.Response, error) {
+	var res *http.Response
+	var err error
+	if timeout > 0 {
+		res, err = sendWithTimeout(t.baseTransport(), req, timeout)
+	} else {
+		res, err = t.baseTransport().RoundTrip(req)
+	}
+	switch {
+	case err != nil && res != nil:
+		discard(res)
+		return nil, err
+	case err == nil && res == nil:
+		return nil, errNilResponse
+	}
+	return res, err
+}
+
+// pastDeadline reports whether waiting d would end after ctx's deadline.
+func (t *Transport) pastDeadline(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return false
+	}
+	now := time.Now
+	if t.now != nil {
+		now = t.now
+	}
+	return !now().Add(d).Before(deadline)
+}
+
+// wait sleeps for d, or until ctx is done, whichever comes first.
+func (t *Transport) wait(ctx context.Context, d time.Duration) error {
+	if t.sleep != nil {
+		return t.sleep(ctx, d)
+	}
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// baseTransport returns the transport that sends each attempt.
+func (t *Transport) baseTransport() http.RoundTripper {
+	if t.transport != nil {
+		return t.transport
+	}
+	t.baseOnce.Do(func() { t.base = cleanhttp.DefaultPooledTransport() })
+	return t.base
+}
+
+// CloseIdleConnections closes the idle connections of the base transport, if
+// it has such a method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.baseTransport().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
