@@ -131,3 +131,10 @@ func discard(res *http.Response) {
 	}
 	res.Body.Close()
 }
+
+// closeBody closes the body of a request that will not be sent.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}

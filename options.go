@@ -102,6 +102,10 @@ type settings struct {
 	attemptTimeout       time.Duration
 	maxDelay             time.Duration
 	bodyBufferLimit      int64
+
+	idempotencyKeys        bool
+	idempotencyKeyHeader   string
+	idempotencyKeysHonored bool
 }
 
 func (t *Transport) settings(ctx context.Context) settings {
@@ -113,6 +117,10 @@ func (t *Transport) settings(ctx context.Context) settings {
 		attemptTimeout:       t.attemptTimeout,
 		maxDelay:             t.maxDelay,
 		bodyBufferLimit:      defaultBodyBufferLimit,
+
+		idempotencyKeys:        !t.noIdempotencyKeys,
+		idempotencyKeyHeader:   t.idempotencyKeyHeader,
+		idempotencyKeysHonored: t.idempotencyKeysHonored,
 	}
 	if t.maxRetriesSet {
 		s.maxRetries = t.maxRetries
@@ -132,6 +140,9 @@ func (t *Transport) settings(ctx context.Context) settings {
 	if s.maxDelay <= 0 {
 		s.maxDelay = defaultMaxDelay
 	}
+	if s.idempotencyKeyHeader == "" {
+		s.idempotencyKeyHeader = DefaultIdempotencyKeyHeader
+	}
 	return s
 }
 
@@ -148,6 +159,9 @@ type overrides struct {
 	delay                DelayFn
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
+
+	idempotencyKeys        bool
+	idempotencyKeysHonored bool
 }
 
 type overrideSet uint8
@@ -156,6 +170,8 @@ const (
 	setMaxRetries overrideSet = 1 << iota
 	setPreventRetryWithBody
 	setAttemptTimeout
+	setIdempotencyKeys
+	setIdempotencyKeysHonored
 )
 
 func (o *overrides) apply(s *settings) {
@@ -173,6 +189,12 @@ func (o *overrides) apply(s *settings) {
 	}
 	if o.set&setAttemptTimeout != 0 {
 		s.attemptTimeout = o.attemptTimeout
+	}
+	if o.set&setIdempotencyKeys != 0 {
+		s.idempotencyKeys = o.idempotencyKeys
+	}
+	if o.set&setIdempotencyKeysHonored != 0 {
+		s.idempotencyKeysHonored = o.idempotencyKeysHonored
 	}
 }
 

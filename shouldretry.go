@@ -57,7 +57,10 @@ type CustomizedShouldRetryFnOptions struct {
 // Anything else, including every 1xx, 2xx and 3xx response, is not retried.
 // A request is guessed idempotent if its method is GET, HEAD, OPTIONS, TRACE,
 // PUT or DELETE, or if it carries a non-empty Idempotency-Key or
-// X-Idempotency-Key header. docs/default.md states the rules in full.
+// X-Idempotency-Key header set by the caller. A key the transport injected
+// counts only when the attempt says the server honours keys
+// (Attempt.IdempotencyKeyHonored, from WithIdempotencyKeysHonored).
+// docs/default.md states the rules in full.
 func DefaultShouldRetryFn(attempt Attempt) bool {
 	return defaultRetryPolicy.shouldRetry(attempt)
 }
@@ -109,7 +112,7 @@ func (p retryPolicy) shouldRetryErr(a Attempt) bool {
 	// The request may have reached the server: only if sending it twice is
 	// harmless.
 	if IsTimeoutErr(a.Err) || isConnLost(a.Err) {
-		return p.idempotent(a.Req)
+		return p.idempotent(a)
 	}
 	return false
 }
@@ -126,21 +129,32 @@ func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	}
 	for _, c := range p.statusCodes {
 		if c == code {
-			return p.idempotent(a.Req)
+			return p.idempotent(a)
 		}
 	}
 	return false
 }
 
-// idempotent reports whether sending r twice is guessed harmless.
-func (p retryPolicy) idempotent(r *http.Request) bool {
-	if r == nil {
+// idempotent reports whether sending the attempt's request twice is guessed
+// harmless: its method is idempotent, or it carries an idempotency key that
+// the caller set, or one the transport injected for a server known to honour
+// keys.
+func (p retryPolicy) idempotent(a Attempt) bool {
+	if a.Req == nil {
 		return false
 	}
-	if hasIdempotencyKey(r.Header) {
+	if a.IdempotencyKeyInjected {
+		if a.IdempotencyKeyHonored {
+			return true
+		}
+	} else if hasIdempotencyKey(a.Req.Header) {
 		return true
 	}
-	method := r.Method
+	return p.idempotentMethod(a.Req.Method)
+}
+
+// idempotentMethod reports whether method is in the policy's list.
+func (p retryPolicy) idempotentMethod(method string) bool {
 	if method == "" {
 		method = http.MethodGet // net/http's meaning of an empty method
 	}

@@ -27,6 +27,15 @@ type Attempt struct {
 
 	// Err is the error of this attempt, or nil if a response arrived.
 	Err error
+
+	// IdempotencyKeyInjected reports whether the idempotency key on Req
+	// was put there by the transport rather than by the caller.
+	IdempotencyKeyInjected bool
+
+	// IdempotencyKeyHonored reports whether the transport was told that
+	// the server honours idempotency keys (WithIdempotencyKeysHonored),
+	// so that an injected key makes Req safe to send again.
+	IdempotencyKeyHonored bool
 }
 
 // Transport is an http.RoundTripper that retries failed requests. Set it as
@@ -51,6 +60,10 @@ type Transport struct {
 	maxDelay             time.Duration
 	bodyBufferLimit      int64
 	bodyBufferLimitSet   bool
+
+	noIdempotencyKeys      bool // the zero value injects keys
+	idempotencyKeyHeader   string
+	idempotencyKeysHonored bool
 
 	baseOnce sync.Once
 	base     http.RoundTripper
@@ -80,6 +93,11 @@ func New(options ...func(*Transport)) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
+	req, injected, err := s.withIdempotencyKey(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	body, err := newReplay(req, &s)
 	if err != nil {
 		return nil, err
@@ -100,7 +118,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if s.maxRetries == 0 || !body.replayable() {
 			return res, err
 		}
-		a := Attempt{Count: count, Req: sent, Res: res, Err: err}
+		a := Attempt{
+			Count: count, Req: sent, Res: res, Err: err,
+			IdempotencyKeyInjected: injected,
+			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
+		}
 		if !s.shouldRetry(a) {
 			return res, err
 		}
