@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 )
 
 // replayMode says how a request's body is sent again.
@@ -117,19 +119,32 @@ type readCloser struct {
 // connection can be reused. A longer body costs the connection instead.
 const maxDrain = 64 << 10
 
-// discard drains a response the caller will never see, up to maxDrain bytes,
-// and closes it.
+// maxDrainTime bounds how long draining a discarded response body may take
+// when no attempt timeout does. Draining only saves setting up a new
+// connection, which takes a few round trips; a body that stalls for longer
+// costs the connection instead.
+const maxDrainTime = 500 * time.Millisecond
+
+// discard drains a response the caller will never see, up to maxDrain bytes
+// and for a bounded time, and closes it.
 func discard(res *http.Response) {
 	if res == nil || res.Body == nil {
 		return
 	}
+	var once sync.Once
+	closeOnce := func() { once.Do(func() { res.Body.Close() }) }
 	if b, ok := res.Body.(interface{ rearm() }); ok {
 		b.rearm() // a body that trickles is cut by the attempt timeout
+	} else {
+		// A body that trickles or stalls is cut by closing it, which
+		// unblocks a read in progress.
+		timer := time.AfterFunc(maxDrainTime, closeOnce)
+		defer timer.Stop()
 	}
 	if res.ContentLength <= maxDrain { // includes -1, unknown
 		_, _ = io.CopyN(io.Discard, res.Body, maxDrain)
 	}
-	res.Body.Close()
+	closeOnce()
 }
 
 // closeBody closes the body of a request that will not be sent.

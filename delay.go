@@ -171,7 +171,7 @@ func fullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
 		n = 1
 	}
 	limit := ceil
-	if shift := n - 1; shift < 62 && base <= ceil>>shift {
+	if shift := n - 1; shift < 63 && base <= ceil>>shift {
 		limit = base << shift
 	}
 	d := time.Duration(r * float64(limit))

@@ -42,13 +42,23 @@ func (attemptTimeoutError) Temporary() bool { return true }
 
 // errAttemptTimedOut is the error of an attempt cut by its own timeout.
 func errAttemptTimedOut(d time.Duration) error {
-	return fmt.Errorf("%w after %v", ErrAttemptTimeout, d)
+	return timeoutWrap{fmt.Errorf("%w after %v", ErrAttemptTimeout, d)}
 }
 
 // errExhausted joins ErrRetriesExhausted with the last attempt's error.
 func errExhausted(attempts int, err error) error {
-	return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, attempts, err)
+	return timeoutWrap{fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, attempts, err)}
 }
+
+// timeoutWrap gives an error that wraps others a Timeout method reporting
+// whether one of them is a timeout. An http.Client returns a *url.Error, whose
+// Timeout method asks only the error directly inside it; without this, a
+// timeout wrapped by this package would not look like one to IsTimeoutErr
+// or to a net.Error check on the client's error.
+type timeoutWrap struct{ error }
+
+func (e timeoutWrap) Unwrap() error { return e.error }
+func (e timeoutWrap) Timeout() bool { return IsTimeoutErr(e.error) }
 
 // errNilResponse is returned when a base transport breaks the RoundTripper
 // contract by returning neither a response nor an error.

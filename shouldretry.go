@@ -9,9 +9,10 @@ import (
 )
 
 // ShouldRetryFn decides, after an attempt, whether the request should be
-// sent again. It is called only while retries remain possible; the
-// transport, not this function, enforces the retry limit, the retry budget
-// and the deadline. It must be safe for concurrent use.
+// sent again. It is called after every attempt whose request could be sent
+// again, the last one included (a true there marks the error with
+// ErrRetriesExhausted); the transport, not this function, enforces the retry
+// limit and the deadline. It must be safe for concurrent use.
 type ShouldRetryFn func(attempt Attempt) bool
 
 // defaultIdempotentMethods are the methods RFC 9110 §9.2.2 defines as
@@ -181,10 +182,28 @@ func IsDNSErr(err error) bool {
 
 // IsTimeoutErr reports whether err is, or wraps, an error whose Timeout method
 // reports true (a net.Error timeout, os.ErrDeadlineExceeded,
-// context.DeadlineExceeded or ErrAttemptTimeout, among others).
+// context.DeadlineExceeded or ErrAttemptTimeout, among others). Every error
+// in the tree counts, not only the first with a Timeout method.
 func IsTimeoutErr(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Timeout() bool }:
+		if e.Timeout() {
+			return true
+		}
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		return IsTimeoutErr(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if IsTimeoutErr(inner) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isDialErr reports whether err comes from dialing: the connection was never
