@@ -1,0 +1,376 @@
+package retryhttp_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// checksumServer answers 503 to every request and records the SHA-256 and
+// length of each request body it receives.
+type checksumServer struct {
+	*countingServer
+	mu   sync.Mutex
+	sums [][sha256.Size]byte
+	lens []int
+}
+
+func newChecksumServer(t *testing.T, status int) *checksumServer {
+	t.Helper()
+	s := &checksumServer{}
+	s.countingServer = newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.sums = append(s.sums, sha256.Sum256(b))
+		s.lens = append(s.lens, len(b))
+		s.mu.Unlock()
+		w.WriteHeader(status)
+	})
+	return s
+}
+
+func (s *checksumServer) received() ([][sha256.Size]byte, []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][sha256.Size]byte(nil), s.sums...), append([]int(nil), s.lens...)
+}
+
+// repeat returns n copies of v.
+func repeat[T any](v T, n int) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+func TestBodyArrivesIntactOnEveryAttempt(t *testing.T) {
+	const limit = 64 << 10
+	tests := []struct {
+		name     string
+		giveBody func(b []byte) io.Reader
+		giveSize int
+		wantGet  bool // whether http.NewRequest sets GetBody
+	}{
+		{
+			name:     "GetBody from bytes.Reader",
+			giveBody: func(b []byte) io.Reader { return bytes.NewReader(b) },
+			giveSize: 256 << 10, wantGet: true,
+		},
+		{
+			name:     "no GetBody, buffered",
+			giveBody: func(b []byte) io.Reader { return &closeBody{Reader: bytes.NewReader(b)} },
+			giveSize: 40 << 10,
+		},
+		{
+			name:     "no GetBody, exactly the buffer limit",
+			giveBody: func(b []byte) io.Reader { return &closeBody{Reader: bytes.NewReader(b)} },
+			giveSize: limit,
+		},
+		{
+			name:     "no GetBody, read in tiny pieces",
+			giveBody: func(b []byte) io.Reader { return &closeBody{Reader: iotest.OneByteReader(bytes.NewReader(b))} },
+			giveSize: 5000,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newChecksumServer(t, 503)
+			tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(limit))
+			data := payload(tt.giveSize)
+			req := httptestRequest(t, http.MethodPost, srv.URL, tt.giveBody(data))
+			require.Equal(t, tt.wantGet, req.GetBody != nil)
+			req.Header.Set("Idempotency-Key", "upload-1")
+
+			res, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			readAll(t, res)
+
+			sums, lens := srv.received()
+			assert.Equal(t, 503, res.StatusCode)
+			assert.Equal(t, repeat(len(data), 4), lens)
+			assert.Equal(t, repeat(sha256.Sum256(data), 4), sums, "byte-identical on every attempt")
+		})
+	}
+}
+
+func TestBodyOverBufferLimitIsStreamedOnce(t *testing.T) {
+	srv := newChecksumServer(t, 503)
+	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(1024))
+	data := payload(64<<10 + 1)
+	body := &closeBody{Reader: bytes.NewReader(data)}
+	req := httptestRequest(t, http.MethodPut, srv.URL, body)
+
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	readAll(t, res)
+
+	sums, lens := srv.received()
+	assert.Equal(t, 503, res.StatusCode, "the response of the single attempt")
+	assert.Equal(t, []int{len(data)}, lens, "sent once, not retried")
+	assert.Equal(t, [][sha256.Size]byte{sha256.Sum256(data)}, sums, "whole and unchanged")
+	assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond)
+}
+
+func TestBodyOneByteOverLimitIsNotRetried(t *testing.T) {
+	srv := newChecksumServer(t, 503)
+	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(10))
+	data := []byte("0123456789X")
+
+	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, &closeBody{Reader: bytes.NewReader(data)}))
+	require.NoError(t, err)
+	readAll(t, res)
+
+	sums, _ := srv.received()
+	assert.Equal(t, [][sha256.Size]byte{sha256.Sum256(data)}, sums)
+}
+
+func TestBodyReadErrorIsErrBufferingBody(t *testing.T) {
+	srv := newCountingServer(t, always(200))
+	tr := newTransport(t, noDelay)
+	errRead := errors.New("disk on fire")
+	body := &closeBody{Reader: io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errRead))}
+
+	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, body))
+
+	assert.Nil(t, res)
+	assert.ErrorIs(t, err, retryhttp.ErrBufferingBody)
+	assert.ErrorIs(t, err, errRead)
+	assert.True(t, body.closed.Load(), "the caller's body is closed")
+	assert.Zero(t, srv.attempts.Load(), "nothing was sent")
+}
+
+func TestGetBodyErrorIsErrSeekingBody(t *testing.T) {
+	srv := newCountingServer(t, always(503))
+	tr := newTransport(t, noDelay)
+	errGet := errors.New("cannot rewind")
+	req := httptestRequest(t, http.MethodPut, srv.URL, strings.NewReader("payload"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errGet }
+
+	res, err := tr.RoundTrip(req)
+
+	assert.Nil(t, res)
+	assert.ErrorIs(t, err, retryhttp.ErrSeekingBody)
+	assert.ErrorIs(t, err, errGet)
+	assert.Equal(t, int64(1), srv.attempts.Load(), "the retry was not sent")
+}
+
+func TestWithPreventRetryWithBody(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveBody io.Reader
+		want     int64
+	}{
+		{name: "body", giveBody: strings.NewReader("payload"), want: 1},
+		{name: "body without GetBody", giveBody: &closeBody{Reader: strings.NewReader("payload")}, want: 1},
+		{name: "no body", giveBody: nil, want: 4},
+		{name: "http.NoBody", giveBody: http.NoBody, want: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newCountingServer(t, always(503))
+			tr := newTransport(t, noDelay, retryhttp.WithPreventRetryWithBody(true))
+
+			res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, tt.giveBody))
+			require.NoError(t, err)
+			readAll(t, res)
+
+			assert.Equal(t, 503, res.StatusCode)
+			assert.Equal(t, tt.want, srv.attempts.Load())
+		})
+	}
+}
+
+// requestSnapshot holds the fields of a request that RoundTrip must not
+// change.
+type requestSnapshot struct {
+	method, url, host string
+	header            http.Header
+	body              io.ReadCloser
+	getBody           uintptr
+	contentLength     int64
+	ctx               context.Context
+	close             bool
+	transferEncoding  []string
+	trailer           http.Header
+}
+
+func snapshot(r *http.Request) requestSnapshot {
+	return requestSnapshot{
+		method:           r.Method,
+		url:              r.URL.String(),
+		host:             r.Host,
+		header:           r.Header.Clone(),
+		body:             r.Body,
+		getBody:          reflect.ValueOf(r.GetBody).Pointer(),
+		contentLength:    r.ContentLength,
+		ctx:              r.Context(),
+		close:            r.Close,
+		transferEncoding: append([]string(nil), r.TransferEncoding...),
+		trailer:          r.Trailer.Clone(),
+	}
+}
+
+func TestCallerRequestUnchanged(t *testing.T) {
+	tests := []struct {
+		name        string
+		giveOptions []retryhttp.Option
+		giveBody    func() io.Reader
+	}{
+		{name: "no body", giveBody: func() io.Reader { return nil }},
+		{name: "GetBody", giveBody: func() io.Reader { return strings.NewReader("payload") }},
+		{name: "buffered", giveBody: func() io.Reader { return &closeBody{Reader: strings.NewReader("payload")} }},
+		{
+			name:        "streamed once",
+			giveOptions: []retryhttp.Option{retryhttp.WithBodyBufferLimit(3)},
+			giveBody:    func() io.Reader { return &closeBody{Reader: strings.NewReader("payload")} },
+		},
+		{
+			name:        "attempt timeout",
+			giveOptions: []retryhttp.Option{retryhttp.WithAttemptTimeout(time.Minute)},
+			giveBody:    func() io.Reader { return strings.NewReader("payload") },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newCountingServer(t, statusThen(503, 2))
+			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			ctx, cancel := context.WithCancel(retryhttp.SetMaxRetries(context.Background(), 3))
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/p?q=1", tt.giveBody())
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", "k")
+			req.Header.Set("X-Custom", "v")
+			req.Trailer = http.Header{"X-Trailer": nil}
+			before := snapshot(req)
+
+			res, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			readAll(t, res)
+
+			after := snapshot(req)
+			assert.True(t, before.ctx == after.ctx, "context unchanged")
+			assert.True(t, before.body == after.body, "body unchanged")
+			before.ctx, after.ctx, before.body, after.body = nil, nil, nil, nil
+			assert.Equal(t, before, after)
+			assert.Positive(t, srv.attempts.Load())
+		})
+	}
+}
+
+func TestCallerBodyClosed(t *testing.T) {
+	refused := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		require.NoError(t, ln.Close())
+		return "http://" + ln.Addr().String()
+	}
+	served := func(h handlerFn) func(t *testing.T) string {
+		return func(t *testing.T) string { return newCountingServer(t, h).URL }
+	}
+	withGetBody := func(getBodyErr error) func() (*http.Request, *closeBody) {
+		return func() (*http.Request, *closeBody) {
+			req, _ := http.NewRequest(http.MethodPut, "http://placeholder", strings.NewReader("payload"))
+			body := &closeBody{Reader: req.Body}
+			req.Body = body
+			if getBodyErr != nil {
+				req.GetBody = func() (io.ReadCloser, error) { return nil, getBodyErr }
+			}
+			return req, body
+		}
+	}
+	withoutGetBody := func(r io.Reader) func() (*http.Request, *closeBody) {
+		return func() (*http.Request, *closeBody) {
+			body := &closeBody{Reader: r}
+			req, _ := http.NewRequest(http.MethodPut, "http://placeholder", body)
+			return req, body
+		}
+	}
+	tests := []struct {
+		name        string
+		giveOptions []retryhttp.Option
+		giveURL     func(t *testing.T) string
+		giveReq     func() (*http.Request, *closeBody)
+		giveCancel  bool
+		wantErr     bool
+	}{
+		{name: "GetBody, success", giveURL: served(always(200)), giveReq: withGetBody(nil)},
+		{name: "GetBody, retried", giveURL: served(always(503)), giveReq: withGetBody(nil)},
+		{name: "GetBody fails", giveURL: served(always(503)), giveReq: withGetBody(errors.New("x")), wantErr: true},
+		{name: "GetBody, refused", giveURL: refused, giveReq: withGetBody(nil), wantErr: true},
+		{name: "buffered, retried", giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload"))},
+		{name: "buffered, refused", giveURL: refused, giveReq: withoutGetBody(strings.NewReader("payload")), wantErr: true},
+		{
+			name: "streamed once", giveOptions: []retryhttp.Option{retryhttp.WithBodyBufferLimit(2)},
+			giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
+		},
+		{
+			name: "read error", giveURL: served(always(200)),
+			giveReq: withoutGetBody(iotest.ErrReader(errors.New("x"))), wantErr: true,
+		},
+		{
+			name: "no retries", giveOptions: []retryhttp.Option{retryhttp.WithMaxRetries(0)},
+			giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
+		},
+		{
+			name: "prevent retry with body", giveOptions: []retryhttp.Option{retryhttp.WithPreventRetryWithBody(true)},
+			giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
+		},
+		{
+			name: "attempt timeout", giveOptions: []retryhttp.Option{retryhttp.WithAttemptTimeout(time.Minute)},
+			giveURL: served(always(503)), giveReq: withGetBody(nil),
+		},
+		{
+			name: "cancelled context, buffered", giveURL: served(always(200)),
+			giveReq: withoutGetBody(strings.NewReader("payload")), giveCancel: true, wantErr: true,
+		},
+		{
+			name: "cancelled context, GetBody", giveURL: served(always(200)),
+			giveReq: withGetBody(nil), giveCancel: true, wantErr: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			req, body := tt.giveReq()
+			u, err := req.URL.Parse(tt.giveURL(t))
+			require.NoError(t, err)
+			req.URL, req.Host = u, ""
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.giveCancel {
+				cancel()
+			}
+
+			res, err := tr.RoundTrip(req.WithContext(ctx))
+			if tt.wantErr {
+				assert.Error(t, err)
+				assert.Nil(t, res)
+			} else if assert.NoError(t, err) {
+				readAll(t, res)
+			}
+
+			// net/http may close a request body from its write loop, after
+			// RoundTrip returns.
+			assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
+		})
+	}
+}
