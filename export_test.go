@@ -31,3 +31,32 @@ func FullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
 
 // MaxDrain is the bound on draining a discarded response body.
 const MaxDrain = maxDrain
+
+// ResolvedSettings are the settings one RoundTrip runs with: the transport's
+// options, with the context's overrides applied and defaults filled in.
+type ResolvedSettings struct {
+	MaxRetries           int
+	ShouldRetry          ShouldRetryFn
+	Delay                DelayFn
+	PreventRetryWithBody bool
+	AttemptTimeout       time.Duration
+	MaxDelay             time.Duration
+	BodyBufferLimit      int64
+}
+
+// Settings resolves the settings of t for a request carrying ctx.
+func Settings(t *Transport, ctx context.Context) ResolvedSettings {
+	s := t.settings(ctx)
+	return ResolvedSettings{
+		MaxRetries:           s.maxRetries,
+		ShouldRetry:          s.shouldRetry,
+		Delay:                s.delay,
+		PreventRetryWithBody: s.preventRetryWithBody,
+		AttemptTimeout:       s.attemptTimeout,
+		MaxDelay:             s.maxDelay,
+		BodyBufferLimit:      s.bodyBufferLimit,
+	}
+}
+
+// BaseTransport exposes the transport that sends each attempt.
+func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }

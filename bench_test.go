@@ -1,0 +1,208 @@
+package retryhttp_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// memTransport is an in-memory base transport: it reads and closes the
+// request body and answers 200 with no body.
+type memTransport struct{}
+
+func (memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, err := io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// happyPayload is the body of the POST happy path: 64 KiB.
+var happyPayload = bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16)
+
+// happyRequests are the requests of the happy path, built the same way for
+// the bare transport and ours so that the difference is the transport's.
+// http.NewRequest sets GetBody for a *bytes.Reader.
+var happyRequests = []struct {
+	name string
+	give func(url string) (*http.Request, error)
+}{
+	{"GET", newGET},
+	{"POST64KiB", newPOST},
+	{"POST64KiBWithKey", newPOSTWithKey},
+}
+
+func newGET(url string) (*http.Request, error) {
+	return http.NewRequest(http.MethodGet, url, nil)
+}
+
+func newPOST(url string) (*http.Request, error) {
+	return http.NewRequest(http.MethodPost, url, bytes.NewReader(happyPayload))
+}
+
+func newPOSTWithKey(url string) (*http.Request, error) {
+	req, err := newPOST(url)
+	if err == nil {
+		req.Header["Idempotency-Key"] = []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}
+	}
+	return req, err
+}
+
+// roundTripOnce sends one request built by newReq through rt and closes the
+// response.
+func roundTripOnce(rt http.RoundTripper, url string, newReq func(string) (*http.Request, error)) error {
+	req, err := newReq(url)
+	if err != nil {
+		return err
+	}
+	res, err := rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		return &statusError{res.StatusCode}
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return err
+}
+
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return http.StatusText(e.code) }
+
+func benchmarkHappyPath(b *testing.B, url string, bare, ours http.RoundTripper) {
+	transports := []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"bare", bare},
+		{"retryhttp", ours},
+	}
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			for _, rq := range happyRequests {
+				b.Run(rq.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for i := 0; i < b.N; i++ {
+						if err := roundTripOnce(tr.rt, url, rq.give); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkHappyPath measures a request answered 200 at once by an in-memory
+// base transport, sent directly and through a Transport.
+func BenchmarkHappyPath(b *testing.B) {
+	benchmarkHappyPath(b, "http://example.test/", memTransport{}, retryhttp.New(retryhttp.WithTransport(memTransport{})))
+}
+
+// BenchmarkHappyPathLoopback is BenchmarkHappyPath over a real httptest
+// server on loopback, with a pooled base transport of each side's own.
+func BenchmarkHappyPathLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	bare := cleanhttp.DefaultPooledTransport()
+	defer bare.CloseIdleConnections()
+	ours := retryhttp.New(retryhttp.WithTransport(cleanhttp.DefaultPooledTransport()))
+	defer ours.CloseIdleConnections()
+
+	benchmarkHappyPath(b, srv.URL, bare, ours)
+}
+
+// bytesPerRun is testing.AllocsPerRun for bytes: the average number of bytes
+// allocated by one call of f, after a warm-up call.
+func bytesPerRun(runs int, f func()) uint64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < runs; i++ {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
+}
+
+// TestHappyPathAddsNoAllocs checks that on the happy path (200 on the first
+// attempt) the transport allocates nothing beyond what the base transport
+// does: not for a GET, and no copy of a 64 KiB body that has GetBody. A POST
+// without an idempotency key is measured with key injection off, since an
+// injected key needs a copy of the request and its header.
+func TestHappyPathAddsNoAllocs(t *testing.T) {
+	const url = "http://example.test/"
+	bare := memTransport{}
+	ours := retryhttp.New(retryhttp.WithTransport(memTransport{}))
+	noKeys := retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(false))
+	tests := []struct {
+		name string
+		ours *retryhttp.Transport
+		give func(string) (*http.Request, error)
+	}{
+		{"GET", ours, newGET},
+		{"POST64KiB with key", ours, newPOSTWithKey},
+		{"POST64KiB keys off", noKeys, newPOST},
+		{"GET keys off", noKeys, newGET},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.NoError(t, roundTripOnce(tt.ours, url, tt.give))
+			bareAllocs := testing.AllocsPerRun(100, mustRoundTrip(bare, url, tt.give))
+			ourAllocs := testing.AllocsPerRun(100, mustRoundTrip(tt.ours, url, tt.give))
+			assert.Positive(t, bareAllocs) // the measure works
+			assert.Equal(t, bareAllocs, ourAllocs, "allocations per request: bare %v, retryhttp %v", bareAllocs, ourAllocs)
+
+			bareBytes := bytesPerRun(100, mustRoundTrip(bare, url, tt.give))
+			ourBytes := bytesPerRun(100, mustRoundTrip(tt.ours, url, tt.give))
+			assert.Less(t, ourBytes, bareBytes+256, "bytes per request: bare %d, retryhttp %d", bareBytes, ourBytes)
+		})
+	}
+}
+
+// TestHappyPathDoesNotCopyBody checks that a POST that gets an injected
+// idempotency key (the default) still costs no copy of its 64 KiB body, and
+// only the few allocations of the key and the request copy that carries it.
+func TestHappyPathDoesNotCopyBody(t *testing.T) {
+	const url = "http://example.test/"
+	bare := memTransport{}
+	ours := retryhttp.New(retryhttp.WithTransport(memTransport{}))
+	require.NoError(t, roundTripOnce(ours, url, newPOST))
+
+	bareAllocs := testing.AllocsPerRun(100, mustRoundTrip(bare, url, newPOST))
+	ourAllocs := testing.AllocsPerRun(100, mustRoundTrip(ours, url, newPOST))
+	assert.LessOrEqual(t, ourAllocs, bareAllocs+8, "allocations per request: bare %v, retryhttp %v", bareAllocs, ourAllocs)
+
+	bareBytes := bytesPerRun(100, mustRoundTrip(bare, url, newPOST))
+	ourBytes := bytesPerRun(100, mustRoundTrip(ours, url, newPOST))
+	assert.Less(t, ourBytes, bareBytes+2048, "bytes per request: bare %d, retryhttp %d", bareBytes, ourBytes)
+}
+
+// mustRoundTrip returns a function that sends one request through rt and
+// panics on failure, for testing.AllocsPerRun.
+func mustRoundTrip(rt http.RoundTripper, url string, newReq func(string) (*http.Request, error)) func() {
+	return func() {
+		if err := roundTripOnce(rt, url, newReq); err != nil {
+			panic(err)
+		}
+	}
+}

@@ -1,0 +1,466 @@
+package retryhttp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeTimeoutErr is a net.Error that reports a timeout.
+type fakeTimeoutErr struct{}
+
+func (fakeTimeoutErr) Error() string   { return "i/o timeout" }
+func (fakeTimeoutErr) Timeout() bool   { return true }
+func (fakeTimeoutErr) Temporary() bool { return true }
+
+// fakeNonTimeoutErr is a net.Error that does not report a timeout.
+type fakeNonTimeoutErr struct{}
+
+func (fakeNonTimeoutErr) Error() string   { return "not a timeout" }
+func (fakeNonTimeoutErr) Timeout() bool   { return false }
+func (fakeNonTimeoutErr) Temporary() bool { return false }
+
+// fakeReq returns a request with the given method and header pairs
+// (name, value, name, value...), without going through http.NewRequest so
+// that an empty method stays empty.
+func fakeReq(ctx context.Context, method string, kv ...string) *http.Request {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	req := &http.Request{
+		Method: method,
+		URL:    &url.URL{Scheme: "http", Host: "example.test", Path: "/"},
+		Header: h,
+	}
+	return req.WithContext(ctx)
+}
+
+// fakeRes returns a response with the given status and header pairs.
+func fakeRes(code int, kv ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody}
+}
+
+var (
+	errDNS     = &net.DNSError{Err: "no such host", Name: "nowhere.invalid", IsNotFound: true}
+	errDial    = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("network is unreachable")}
+	errRefused = &url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: &net.OpError{
+		Op: "read", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
+	}}
+	errRefusedBare = fmt.Errorf("connect: %w", syscall.ECONNREFUSED)
+
+	// Errors after which the request may have reached the server.
+	errsMaybeSent = map[string]error{
+		"net.Error timeout":        fakeTimeoutErr{},
+		"os.ErrDeadlineExceeded":   &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded},
+		"ErrAttemptTimeout":        fmt.Errorf("attempt 1: %w", retryhttp.ErrAttemptTimeout),
+		"url.Error timeout":        &url.Error{Op: "Get", URL: "http://x/", Err: fakeTimeoutErr{}},
+		"ECONNRESET":               &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		"io.ErrUnexpectedEOF":      io.ErrUnexpectedEOF,
+		"io.EOF":                   &url.Error{Op: "Get", URL: "http://x/", Err: io.EOF},
+		"context.DeadlineExceeded": fmt.Errorf("per-attempt: %w", context.DeadlineExceeded),
+	}
+
+	// Errors after which the request surely never left the client.
+	errsNeverSent = map[string]error{
+		"DNS":          errDNS,
+		"wrapped DNS":  &url.Error{Op: "Post", URL: "http://nowhere.invalid/", Err: &net.OpError{Op: "dial", Err: errDNS}},
+		"dial":         errDial,
+		"refused":      errRefused,
+		"refused bare": errRefusedBare,
+		"dial timeout": &net.OpError{Op: "dial", Net: "tcp", Err: fakeTimeoutErr{}},
+	}
+
+	idempotentReqs = map[string]func(context.Context) *http.Request{
+		"GET":                  func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodGet) },
+		"HEAD":                 func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodHead) },
+		"OPTIONS":              func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodOptions) },
+		"TRACE":                func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodTrace) },
+		"PUT":                  func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPut) },
+		"DELETE":               func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodDelete) },
+		"empty method":         func(ctx context.Context) *http.Request { return fakeReq(ctx, "") },
+		"POST Idempotency-Key": func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPost, "Idempotency-Key", "k1") },
+		"POST X-Idempotency-Key": func(ctx context.Context) *http.Request {
+			return fakeReq(ctx, http.MethodPost, "X-Idempotency-Key", "k1")
+		},
+		"PATCH Idempotency-Key": func(ctx context.Context) *http.Request {
+			return fakeReq(ctx, http.MethodPatch, "Idempotency-Key", "k1")
+		},
+	}
+
+	nonIdempotentReqs = map[string]func(context.Context) *http.Request{
+		"POST":                     func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPost) },
+		"PATCH":                    func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPatch) },
+		"CONNECT":                  func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodConnect) },
+		"lower-case get":           func(ctx context.Context) *http.Request { return fakeReq(ctx, "get") },
+		"POST empty key":           func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPost, "Idempotency-Key", "") },
+		"POST empty X key":         func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPost, "X-Idempotency-Key", "") },
+		"POST other header":        func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPost, "Request-Id", "k1") },
+		"POST key in another name": func(ctx context.Context) *http.Request { return fakeReq(ctx, http.MethodPost, "Idempotency", "k1") },
+	}
+)
+
+type shouldRetryCase struct {
+	name string
+	give retryhttp.Attempt
+	want bool
+}
+
+// errorCases returns the error rules of the default policy, for requests
+// made with ctx.
+func errorCases(ctx context.Context) []shouldRetryCase {
+	var tests []shouldRetryCase
+	add := func(name string, req *http.Request, err error, want bool) {
+		tests = append(tests, shouldRetryCase{
+			name: name,
+			give: retryhttp.Attempt{Count: 1, Req: req, Err: err},
+			want: want,
+		})
+	}
+	for en, err := range errsNeverSent {
+		for rn, mk := range idempotentReqs {
+			add(en+"/"+rn, mk(ctx), err, true)
+		}
+		for rn, mk := range nonIdempotentReqs {
+			add(en+"/"+rn, mk(ctx), err, true)
+		}
+	}
+	for en, err := range errsMaybeSent {
+		for rn, mk := range idempotentReqs {
+			add(en+"/"+rn, mk(ctx), err, true)
+		}
+		for rn, mk := range nonIdempotentReqs {
+			add(en+"/"+rn, mk(ctx), err, false)
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost} {
+		add("errors.New/"+m, fakeReq(ctx, m), errors.New("something else"), false)
+		add("non-timeout net.Error/"+m, fakeReq(ctx, m), fakeNonTimeoutErr{}, false)
+		add("context.Canceled/"+m, fakeReq(ctx, m), context.Canceled, false)
+		add("ErrBufferingBody/"+m, fakeReq(ctx, m), retryhttp.ErrBufferingBody, false)
+	}
+	add("timeout without request", nil, fakeTimeoutErr{}, false)
+	add("DNS without request", nil, errDNS, true)
+	return tests
+}
+
+// responseCases returns the response rules of the default policy, for
+// requests made with ctx.
+func responseCases(ctx context.Context) []shouldRetryCase {
+	var tests []shouldRetryCase
+	add := func(name string, req *http.Request, res *http.Response, want bool) {
+		tests = append(tests, shouldRetryCase{
+			name: name,
+			give: retryhttp.Attempt{Count: 1, Req: req, Res: res},
+			want: want,
+		})
+	}
+	allMethods := []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, ""}
+	for _, m := range allMethods {
+		add("429/"+m, fakeReq(ctx, m), fakeRes(http.StatusTooManyRequests), true)
+		add("429 with Retry-After/"+m, fakeReq(ctx, m), fakeRes(429, "Retry-After", "1"), true)
+		for _, code := range []int{400, 404, 409, 418, 500, 501, 502, 503, 504, 599} {
+			add(fmt.Sprintf("%d with Retry-After/%s", code, m), fakeReq(ctx, m), fakeRes(code, "Retry-After", "5"), true)
+		}
+		add("503 with garbage Retry-After/"+m, fakeReq(ctx, m), fakeRes(503, "Retry-After", "soon"), true)
+		for _, code := range []int{100, 101, 103, 200, 201, 202, 204, 206, 301, 302, 303, 304, 307, 308, 399} {
+			add(fmt.Sprintf("%d with Retry-After/%s", code, m), fakeReq(ctx, m), fakeRes(code, "Retry-After", "5"), false)
+			add(fmt.Sprintf("%d/%s", code, m), fakeReq(ctx, m), fakeRes(code), false)
+		}
+		for _, code := range []int{400, 401, 403, 404, 408, 409, 422, 500, 501, 504, 505, 511} {
+			add(fmt.Sprintf("%d/%s", code, m), fakeReq(ctx, m), fakeRes(code), false)
+		}
+	}
+	for _, code := range []int{http.StatusBadGateway, http.StatusServiceUnavailable} {
+		for rn, mk := range idempotentReqs {
+			add(fmt.Sprintf("%d/%s", code, rn), mk(ctx), fakeRes(code), true)
+		}
+		for rn, mk := range nonIdempotentReqs {
+			add(fmt.Sprintf("%d/%s", code, rn), mk(ctx), fakeRes(code), false)
+		}
+	}
+	add("nil response, nil error", fakeReq(ctx, http.MethodGet), nil, false)
+	add("nil request, nil response", nil, nil, false)
+	add("503 without request", nil, fakeRes(503), false)
+	add("429 without request", nil, fakeRes(429), true)
+	add("503 with nil header", fakeReq(ctx, http.MethodGet), &http.Response{StatusCode: 503}, true)
+	add("500 with nil header", fakeReq(ctx, http.MethodGet), &http.Response{StatusCode: 500}, false)
+	return tests
+}
+
+func TestDefaultShouldRetryFn(t *testing.T) {
+	ctx := context.Background()
+	tests := append(errorCases(ctx), responseCases(ctx)...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryhttp.DefaultShouldRetryFn(tt.give))
+		})
+	}
+}
+
+// TestDefaultShouldRetryFnCallerDone checks that nothing is retried once the
+// caller's context is cancelled or past its deadline, whatever the outcome.
+func TestDefaultShouldRetryFnCallerDone(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	cause, cancel3 := context.WithCancelCause(context.Background())
+	cancel3(errors.New("caller gave up"))
+
+	for cn, ctx := range map[string]context.Context{"cancelled": cancelled, "expired": expired, "cancel cause": cause} {
+		tests := append(errorCases(ctx), responseCases(ctx)...)
+		for _, tt := range tests {
+			t.Run(cn+"/"+tt.name, func(t *testing.T) {
+				// Requests of these cases carry ctx, except those with no
+				// request at all, which cannot know the caller's context.
+				want := tt.want && tt.give.Req == nil
+				assert.Equal(t, want, retryhttp.DefaultShouldRetryFn(tt.give))
+			})
+		}
+	}
+}
+
+func TestCustomizedShouldRetryFn(t *testing.T) {
+	ctx := context.Background()
+	get := func() *http.Request { return fakeReq(ctx, http.MethodGet) }
+	post := func() *http.Request { return fakeReq(ctx, http.MethodPost) }
+	postKey := func() *http.Request { return fakeReq(ctx, http.MethodPost, "Idempotency-Key", "k") }
+	res := func(code int, kv ...string) retryhttp.Attempt {
+		return retryhttp.Attempt{Count: 1, Res: fakeRes(code, kv...)}
+	}
+	with := func(a retryhttp.Attempt, r *http.Request) retryhttp.Attempt { a.Req = r; return a }
+	errA := func(err error) retryhttp.Attempt { return retryhttp.Attempt{Count: 1, Err: err} }
+
+	postOnly := retryhttp.CustomizedShouldRetryFnOptions{IdempotentMethods: []string{http.MethodPost}}
+	only504 := retryhttp.CustomizedShouldRetryFnOptions{RetryableStatusCodes: []int{http.StatusGatewayTimeout}}
+	noMethods := retryhttp.CustomizedShouldRetryFnOptions{IdempotentMethods: []string{}}
+	noCodes := retryhttp.CustomizedShouldRetryFnOptions{RetryableStatusCodes: []int{}}
+	both := retryhttp.CustomizedShouldRetryFnOptions{
+		IdempotentMethods:    []string{"PATCH"},
+		RetryableStatusCodes: []int{500, 503},
+	}
+
+	tests := []struct {
+		name string
+		opts retryhttp.CustomizedShouldRetryFnOptions
+		give retryhttp.Attempt
+		want bool
+	}{
+		{"zero options = default/GET 503", retryhttp.CustomizedShouldRetryFnOptions{}, with(res(503), get()), true},
+		{"zero options = default/POST 503", retryhttp.CustomizedShouldRetryFnOptions{}, with(res(503), post()), false},
+		{"zero options = default/GET 500", retryhttp.CustomizedShouldRetryFnOptions{}, with(res(500), get()), false},
+		{"zero options = default/GET timeout", retryhttp.CustomizedShouldRetryFnOptions{}, with(errA(fakeTimeoutErr{}), get()), true},
+
+		{"methods POST/POST 503", postOnly, with(res(503), post()), true},
+		{"methods POST/POST 502", postOnly, with(res(502), post()), true},
+		{"methods POST/POST timeout", postOnly, with(errA(fakeTimeoutErr{}), post()), true},
+		{"methods POST/POST reset", postOnly, with(errA(io.ErrUnexpectedEOF), post()), true},
+		{"methods POST/GET 503", postOnly, with(res(503), get()), false},
+		{"methods POST/GET timeout", postOnly, with(errA(fakeTimeoutErr{}), get()), false},
+		{"methods POST/empty method 503", postOnly, with(res(503), fakeReq(ctx, "")), false},
+		{"methods POST/PUT 503", postOnly, with(res(503), fakeReq(ctx, http.MethodPut)), false},
+		{"methods POST/GET with key 503", postOnly, with(res(503), fakeReq(ctx, http.MethodGet, "Idempotency-Key", "k")), true},
+		{"methods POST/GET DNS", postOnly, with(errA(errDNS), get()), true},
+		{"methods POST/GET 429", postOnly, with(res(429), get()), true},
+		{"methods POST/POST 500", postOnly, with(res(500), post()), false},
+
+		{"codes 504/GET 504", only504, with(res(504), get()), true},
+		{"codes 504/POST 504", only504, with(res(504), post()), false},
+		{"codes 504/POST key 504", only504, with(res(504), postKey()), true},
+		{"codes 504/GET 503", only504, with(res(503), get()), false},
+		{"codes 504/GET 502", only504, with(res(502), get()), false},
+		{"codes 504/GET 429", only504, with(res(429), get()), true},
+		{"codes 504/GET 500 Retry-After", only504, with(res(500, "Retry-After", "1"), get()), true},
+		{"codes 504/GET 200 Retry-After", only504, with(res(200, "Retry-After", "1"), get()), false},
+
+		{"no methods/GET 503", noMethods, with(res(503), get()), false},
+		{"no methods/GET timeout", noMethods, with(errA(fakeTimeoutErr{}), get()), false},
+		{"no methods/POST key 503", noMethods, with(res(503), postKey()), true},
+		{"no methods/POST X key timeout", noMethods, with(errA(fakeTimeoutErr{}), fakeReq(ctx, http.MethodPost, "X-Idempotency-Key", "k")), true},
+		{"no methods/GET refused", noMethods, with(errA(errRefused), get()), true},
+
+		{"no codes/GET 503", noCodes, with(res(503), get()), false},
+		{"no codes/GET 502", noCodes, with(res(502), get()), false},
+		{"no codes/GET 429", noCodes, with(res(429), get()), true},
+		{"no codes/GET 503 Retry-After", noCodes, with(res(503, "Retry-After", "2"), get()), true},
+		{"no codes/GET timeout", noCodes, with(errA(fakeTimeoutErr{}), get()), true},
+
+		{"both/PATCH 500", both, with(res(500), fakeReq(ctx, http.MethodPatch)), true},
+		{"both/PATCH 502", both, with(res(502), fakeReq(ctx, http.MethodPatch)), false},
+		{"both/GET 500", both, with(res(500), get()), false},
+		{"both/POST 200", both, with(res(200), post()), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryhttp.CustomizedShouldRetryFn(tt.opts)(tt.give))
+		})
+	}
+}
+
+func TestCustomizedShouldRetryFnCallerDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	fn := retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
+		IdempotentMethods:    []string{http.MethodPost},
+		RetryableStatusCodes: []int{500},
+	})
+	tests := []struct {
+		name string
+		give retryhttp.Attempt
+	}{
+		{"500", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodPost), Res: fakeRes(500)}},
+		{"429", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodPost), Res: fakeRes(429)}},
+		{"DNS", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodPost), Err: errDNS}},
+		{"timeout", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodPost), Err: fakeTimeoutErr{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.False(t, fn(tt.give))
+		})
+	}
+}
+
+// TestCustomizedShouldRetryFnCopiesSlices pins that changing the caller's
+// slices after construction does not change the decisions.
+func TestCustomizedShouldRetryFnCopiesSlices(t *testing.T) {
+	methods := []string{http.MethodPost}
+	codes := []int{http.StatusGatewayTimeout}
+	fn := retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
+		IdempotentMethods:    methods,
+		RetryableStatusCodes: codes,
+	})
+	methods[0] = http.MethodGet
+	codes[0] = http.StatusServiceUnavailable
+
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		give retryhttp.Attempt
+		want bool
+	}{
+		{"POST 504", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodPost), Res: fakeRes(504)}, true},
+		{"GET 504", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodGet), Res: fakeRes(504)}, false},
+		{"POST 503", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodPost), Res: fakeRes(503)}, false},
+		{"DELETE 504", retryhttp.Attempt{Req: fakeReq(ctx, http.MethodDelete), Res: fakeRes(504)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, fn(tt.give))
+		})
+	}
+}
+
+func TestIsDNSErr(t *testing.T) {
+	tests := []struct {
+		name string
+		give error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"bare", errDNS, true},
+		{"fmt %w", fmt.Errorf("lookup: %w", errDNS), true},
+		{"errors.Join", errors.Join(errors.New("first"), errDNS), true},
+		{"url.Error", &url.Error{Op: "Get", URL: "http://x/", Err: errDNS}, true},
+		{"url.Error of OpError", &url.Error{Op: "Get", URL: "http://x/", Err: &net.OpError{Op: "dial", Err: errDNS}}, true},
+		{"retries exhausted", fmt.Errorf("%w: %w", retryhttp.ErrRetriesExhausted, errDNS), true},
+		{"DNS timeout", &net.DNSError{Err: "timeout", IsTimeout: true}, true},
+		{"dial error", errDial, false},
+		{"fmt %v", fmt.Errorf("lookup: %v", errDNS), false},
+		{"other", errors.New("no such host"), false},
+		{"timeout", fakeTimeoutErr{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryhttp.IsDNSErr(tt.give))
+		})
+	}
+}
+
+func TestIsTimeoutErr(t *testing.T) {
+	tests := []struct {
+		name string
+		give error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"net.Error timeout", fakeTimeoutErr{}, true},
+		{"net.Error not timeout", fakeNonTimeoutErr{}, false},
+		{"os.ErrDeadlineExceeded", os.ErrDeadlineExceeded, true},
+		{"context.DeadlineExceeded", context.DeadlineExceeded, true},
+		{"ErrAttemptTimeout", retryhttp.ErrAttemptTimeout, true},
+		{"fmt %w ErrAttemptTimeout", fmt.Errorf("x: %w", retryhttp.ErrAttemptTimeout), true},
+		{"errors.Join", errors.Join(errors.New("first"), os.ErrDeadlineExceeded), true},
+		{"url.Error", &url.Error{Op: "Get", URL: "http://x/", Err: fakeTimeoutErr{}}, true},
+		{"url.Error of OpError", &url.Error{Op: "Get", URL: "http://x/", Err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}}, true},
+		{"DNS timeout", &net.DNSError{Err: "timeout", IsTimeout: true}, true},
+		{"DNS not found", errDNS, false},
+		{"context.Canceled", context.Canceled, false},
+		{"fmt %v", fmt.Errorf("x: %v", fakeTimeoutErr{}), false},
+		{"errors.New", errors.New("timeout"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryhttp.IsTimeoutErr(tt.give))
+		})
+	}
+}
+
+// TestShouldRetryInjectedKey checks that a key the transport injected counts
+// only when the server is known to honour keys, while a key the caller set
+// always counts.
+func TestShouldRetryInjectedKey(t *testing.T) {
+	ctx := context.Background()
+	keyed := func(m string) *http.Request { return fakeReq(ctx, m, "Idempotency-Key", "k") }
+	custom := retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{IdempotentMethods: []string{}})
+	tests := []struct {
+		name string
+		fn   retryhttp.ShouldRetryFn
+		give retryhttp.Attempt
+		want bool
+	}{
+		{"caller key/503", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(503)}, true},
+		{"injected/503", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(503), IdempotencyKeyInjected: true}, false},
+		{"injected/timeout", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Err: fakeTimeoutErr{}, IdempotencyKeyInjected: true}, false},
+		{"injected/DNS", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Err: errDNS, IdempotencyKeyInjected: true}, true},
+		{"injected/429", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(429), IdempotencyKeyInjected: true}, true},
+		{"injected honored/503", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(503), IdempotencyKeyInjected: true, IdempotencyKeyHonored: true}, true},
+		{"injected honored/timeout", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("PATCH"), Err: fakeTimeoutErr{}, IdempotencyKeyInjected: true, IdempotencyKeyHonored: true}, true},
+		{"injected honored/500", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(500), IdempotencyKeyInjected: true, IdempotencyKeyHonored: true}, false},
+		{"injected honored/200", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(200, "Retry-After", "1"), IdempotencyKeyInjected: true, IdempotencyKeyHonored: true}, false},
+		{"honored without injection/POST no key", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: fakeReq(ctx, "POST"), Res: fakeRes(503), IdempotencyKeyHonored: true}, false},
+		{"injected/GET still by method", retryhttp.DefaultShouldRetryFn, retryhttp.Attempt{Req: keyed("GET"), Res: fakeRes(503), IdempotencyKeyInjected: true}, true},
+		{"customized no methods/injected honored", custom, retryhttp.Attempt{Req: keyed("POST"), Res: fakeRes(503), IdempotencyKeyInjected: true, IdempotencyKeyHonored: true}, true},
+		{"customized no methods/injected", custom, retryhttp.Attempt{Req: keyed("GET"), Res: fakeRes(503), IdempotencyKeyInjected: true}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.fn(tt.give))
+		})
+	}
+}
+
+// Regression: errors.As stops at the first error with a Timeout method, so a
+// wrapper answering false hid a timeout deeper in the tree.
+func TestIsTimeoutErrLooksThroughNonTimeoutWrappers(t *testing.T) {
+	notTimeout := &net.OpError{Op: "read", Err: errors.New("boom")}
+	require.False(t, retryhttp.IsTimeoutErr(notTimeout))
+	require.True(t, retryhttp.IsTimeoutErr(errors.Join(notTimeout, os.ErrDeadlineExceeded)))
+	require.True(t, retryhttp.IsTimeoutErr(&net.OpError{Op: "read", Err: fmt.Errorf("x: %w", os.ErrDeadlineExceeded)}))
+}
