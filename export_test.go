@@ -31,3 +31,7 @@ func FullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
 
 // MaxDrain is the bound on draining a discarded response body.
 const MaxDrain = maxDrain
+
+// SetHedgeGate makes t ask allow, instead of the retry budget, before every
+// attempt of a hedged request after the first.
+func SetHedgeGate(t *Transport, allow func(req *http.Request) bool) { t.hedgeGate = allow }

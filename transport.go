@@ -65,12 +65,17 @@ type Transport struct {
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
 
+	hedgeDelay time.Duration
+	maxHedges  int
+
 	baseOnce sync.Once
 	base     http.RoundTripper
 
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
+	// hedgeGate stands in for the retry budget in allowHedge; nil allows.
+	hedgeGate func(req *http.Request) bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -101,6 +106,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := newReplay(req, &s)
 	if err != nil {
 		return nil, err
+	}
+	if s.hedges(req, injected, &body) {
+		return t.roundTripHedged(ctx, &s, &body, injected)
 	}
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own.
