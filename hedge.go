@@ -13,7 +13,7 @@ import (
 // without cancelling the first, and the first final answer wins. Hedging is
 // off by default; a delay or a maxHedges of zero or less turns it off.
 //
-// The rules, docs/hedging.md has them in full:
+// In short (docs/hedging.md has the rules in full):
 //   - only requests guessed idempotent are hedged (GET, HEAD, OPTIONS, TRACE,
 //     PUT, DELETE, or a caller's Idempotency-Key or X-Idempotency-Key, or an
 //     injected key when WithIdempotencyKeysHonored says keys are honoured),
@@ -24,7 +24,7 @@ import (
 //     limit, and a request with retries off (WithMaxRetries(0)) is not
 //     hedged;
 //   - an attempt that the ShouldRetryFn wants retried launches the next one
-//     at once, with no delay, while the limit allows;
+//     at once, while the limit allows: no backoff, no Retry-After;
 //   - the first outcome the ShouldRetryFn does not want retried is returned;
 //     every other attempt is cancelled and its response closed. If every
 //     attempt fails, the last outcome is returned as the retry loop returns
