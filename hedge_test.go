@@ -75,12 +75,16 @@ func (hs *hedgeServer) waitCancelled(t *testing.T, want ...int) {
 		case n := <-hs.cancelled:
 			got = append(got, n)
 		case <-timeout:
-			require.Failf(t, "cancellations not seen", "got %v, want %v", got, want)
+			require.Failf(t, "cancellations not seen", "got %v, want %v (%d attempts arrived)", got, want, hs.hits.Load())
 		}
 	}
 	slices.Sort(got)
 	require.Equal(t, want, got)
 }
+
+// notHedged is how long a test holds an attempt that it expects not to be
+// hedged: many hedge delays, yet a short wait for the test.
+const notHedged = 150 * time.Millisecond
 
 // slowFirst holds the first attempt and answers the others with their number.
 func slowFirst(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
@@ -173,7 +177,7 @@ func TestHedgeAttemptsBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			hs := newHedgeServer(t, alwaysSlow)
 			c, _ := newHedgeClient(t, tt.opts...)
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
 			require.NoError(t, err)
@@ -184,7 +188,7 @@ func TestHedgeAttemptsBounded(t *testing.T) {
 
 			require.Nil(t, res)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Less(t, elapsed, time.Second)
+			assert.Less(t, elapsed, 3*time.Second, "ended by the 1s deadline")
 			want := make([]int, tt.wantHits)
 			for i := range want {
 				want[i] = i + 1
@@ -201,22 +205,31 @@ func TestHedgeOnlyRequestsGuessedIdempotent(t *testing.T) {
 		method   string
 		header   http.Header
 		opts     []retryhttp.Option
+		hold     time.Duration // how long the first attempt is held unless cancelled
 		wantHits int
 	}{
-		{name: "POST is not hedged", method: http.MethodPost, wantHits: 1},
-		{name: "PATCH is not hedged", method: http.MethodPatch, wantHits: 1},
-		{name: "injected key, not honoured: not hedged", method: http.MethodPost, opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(true)}, wantHits: 1},
-		{name: "injected key, honoured: hedged", method: http.MethodPost, opts: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)}, wantHits: 2},
-		{name: "caller's key: hedged", method: http.MethodPost, header: http.Header{"Idempotency-Key": {"k"}}, wantHits: 2},
-		{name: "PUT is hedged", method: http.MethodPut, wantHits: 2},
-		{name: "DELETE is hedged", method: http.MethodDelete, wantHits: 2},
+		{name: "POST is not hedged", method: http.MethodPost, hold: notHedged, wantHits: 1},
+		{name: "PATCH is not hedged", method: http.MethodPatch, hold: notHedged, wantHits: 1},
+		{
+			name: "injected key, not honoured: not hedged", method: http.MethodPost,
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(true)}, hold: notHedged, wantHits: 1,
+		},
+		{
+			name: "injected key, honoured: hedged", method: http.MethodPost,
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)}, hold: slowHandler, wantHits: 2,
+		},
+		{
+			name: "caller's key: hedged", method: http.MethodPost,
+			header: http.Header{"Idempotency-Key": {"k"}}, hold: slowHandler, wantHits: 2,
+		},
+		{name: "PUT is hedged", method: http.MethodPut, hold: slowHandler, wantHits: 2},
+		{name: "DELETE is hedged", method: http.MethodDelete, hold: slowHandler, wantHits: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// The first attempt answers after 150ms, if not cancelled.
 			hs := newHedgeServer(t, func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
-				if n == 1 && hs.hold(n, r, 150*time.Millisecond) {
+				if n == 1 && hs.hold(n, r, tt.hold) {
 					return
 				}
 				fmt.Fprintf(w, "attempt %d", n)
@@ -312,7 +325,7 @@ func TestHedgeWinnerBodyOutlivesLosers(t *testing.T) {
 		opts []retryhttp.Option
 	}{
 		{name: "no attempt timeout"},
-		{name: "attempt timeout shorter than the read", opts: []retryhttp.Option{retryhttp.WithAttemptTimeout(50 * time.Millisecond)}},
+		{name: "attempt timeout shorter than the read", opts: []retryhttp.Option{retryhttp.WithAttemptTimeout(100 * time.Millisecond)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -330,7 +343,7 @@ func TestHedgeWinnerBodyOutlivesLosers(t *testing.T) {
 			// The loser is cancelled, and seen so by the server, before a
 			// byte of the winner's body is read.
 			hs.waitCancelled(t, 1)
-			time.Sleep(100 * time.Millisecond) // past the attempt timeout
+			time.Sleep(150 * time.Millisecond) // past the attempt timeout
 
 			got, err := io.ReadAll(res.Body)
 			require.NoError(t, err)
@@ -396,7 +409,7 @@ func TestHedgeAllAttemptsFail(t *testing.T) {
 	t.Run("attempt timeouts: last error marked exhausted", func(t *testing.T) {
 		hs := newHedgeServer(t, alwaysSlow)
 		c, _ := newHedgeClient(t, retryhttp.WithHedging(5*time.Second, 1),
-			retryhttp.WithMaxRetries(2), retryhttp.WithAttemptTimeout(30*time.Millisecond))
+			retryhttp.WithMaxRetries(2), retryhttp.WithAttemptTimeout(100*time.Millisecond))
 
 		start := time.Now()
 		res, err := c.Get(hs.URL)
@@ -405,30 +418,47 @@ func TestHedgeAllAttemptsFail(t *testing.T) {
 		require.ErrorIs(t, err, retryhttp.ErrRetriesExhausted)
 		require.ErrorIs(t, err, retryhttp.ErrAttemptTimeout)
 		assert.Less(t, time.Since(start), 2*time.Second, "each timeout replaced at once, not after the 5s hedge delay")
-		hs.waitCancelled(t, 1, 2, 3)
+		assert.ErrorContains(t, err, "after 3 attempts")
 	})
 }
 
 func TestHedgeBudgetRefusesExtraAttempts(t *testing.T) {
 	tests := []struct {
-		name       string
-		handle     func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request)
+		name string
+		// answer answers the only attempt; asked is closed once the budget
+		// was asked for another.
+		answer     func(w http.ResponseWriter, asked <-chan struct{})
 		wantStatus int
 	}{
-		{name: "no hedge after the delay", handle: func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
-			hs.hold(n, r, 100*time.Millisecond)
-		}, wantStatus: http.StatusOK},
-		{name: "no retry after a 503", handle: func(_ *hedgeServer, _ int, w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}, wantStatus: http.StatusServiceUnavailable},
+		{
+			name: "no hedge after the delay",
+			answer: func(w http.ResponseWriter, asked <-chan struct{}) {
+				select {
+				case <-asked:
+				case <-time.After(2 * time.Second):
+				}
+				io.WriteString(w, "late")
+			},
+			wantStatus: http.StatusOK,
+		},
+		{
+			name:       "no retry after a 503",
+			answer:     func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusServiceUnavailable) },
+			wantStatus: http.StatusServiceUnavailable,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hs := newHedgeServer(t, tt.handle)
+			asked := make(chan struct{})
+			hs := newHedgeServer(t, func(_ *hedgeServer, _ int, w http.ResponseWriter, _ *http.Request) {
+				tt.answer(w, asked)
+			})
 			c, tr := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 2))
-			var asked atomic.Int32
+			var n atomic.Int32
 			retryhttp.SetHedgeGate(tr, func(*http.Request) bool {
-				asked.Add(1)
+				if n.Add(1) == 1 {
+					close(asked)
+				}
 				return false
 			})
 
@@ -438,7 +468,7 @@ func TestHedgeBudgetRefusesExtraAttempts(t *testing.T) {
 
 			assert.Equal(t, tt.wantStatus, res.StatusCode)
 			assert.EqualValues(t, 1, hs.hits.Load())
-			assert.EqualValues(t, 1, asked.Load(), "asked once, then no more attempts")
+			assert.EqualValues(t, 1, n.Load(), "asked once, then no more attempts")
 		})
 	}
 }
@@ -449,19 +479,20 @@ func TestHedgeSettings(t *testing.T) {
 		name     string
 		opts     []retryhttp.Option
 		ctx      func(context.Context) context.Context
+		hold     time.Duration // how long the first attempt is held unless cancelled
 		wantHits int
 	}{
-		{name: "off by default", wantHits: 1},
-		{name: "on", opts: []retryhttp.Option{on}, wantHits: 2},
-		{name: "zero delay is off", opts: []retryhttp.Option{retryhttp.WithHedging(0, 2)}, wantHits: 1},
-		{name: "zero hedges is off", opts: []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, 0)}, wantHits: 1},
-		{name: "no retries, no hedges", opts: []retryhttp.Option{on, retryhttp.WithMaxRetries(0)}, wantHits: 1},
+		{name: "off by default", hold: notHedged, wantHits: 1},
+		{name: "on", opts: []retryhttp.Option{on}, hold: slowHandler, wantHits: 2},
+		{name: "zero delay is off", opts: []retryhttp.Option{retryhttp.WithHedging(0, 2)}, hold: notHedged, wantHits: 1},
+		{name: "zero hedges is off", opts: []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, 0)}, hold: notHedged, wantHits: 1},
+		{name: "no retries, no hedges", opts: []retryhttp.Option{on, retryhttp.WithMaxRetries(0)}, hold: notHedged, wantHits: 1},
 		{
 			name: "on for the request",
 			ctx: func(ctx context.Context) context.Context {
 				return retryhttp.SetHedging(ctx, 10*time.Millisecond, 1)
 			},
-			wantHits: 2,
+			hold: slowHandler, wantHits: 2,
 		},
 		{
 			name: "off for the request",
@@ -469,13 +500,13 @@ func TestHedgeSettings(t *testing.T) {
 			ctx: func(ctx context.Context) context.Context {
 				return retryhttp.SetHedging(ctx, 0, 0)
 			},
-			wantHits: 1,
+			hold: notHedged, wantHits: 1,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hs := newHedgeServer(t, func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 && hs.hold(n, r, 100*time.Millisecond) {
+				if n == 1 && hs.hold(n, r, tt.hold) {
 					return
 				}
 				fmt.Fprintf(w, "attempt %d", n)
