@@ -586,3 +586,37 @@ func TestHedgeConcurrentRequests(t *testing.T) {
 		assert.Equal(t, 2, n, "request %s: one held attempt, one hedge", id)
 	}
 }
+
+func TestHedgeUpgradeKeepsWritableBody(t *testing.T) {
+	// A 101 answer wins like any final answer, and its body stays writable,
+	// as httputil.ReverseProxy needs.
+	hs := newHedgeServer(t, func(_ *hedgeServer, _ int, w http.ResponseWriter, _ *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		_, _ = io.Copy(conn, brw) // echo until the client closes
+	})
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(time.Second, 1))
+	req, err := http.NewRequest(http.MethodGet, hs.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+
+	res, err := c.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, res.StatusCode)
+	rwc, ok := res.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the body of a 101 is writable")
+	_, err = io.WriteString(rwc, "ping")
+	require.NoError(t, err)
+	got := make([]byte, 4)
+	_, err = io.ReadFull(rwc, got)
+	require.NoError(t, err)
+	assert.Equal(t, "ping", string(got))
+	require.NoError(t, rwc.Close())
+	assert.EqualValues(t, 1, hs.hits.Load())
+}

@@ -94,7 +94,9 @@ func New(options ...func(*Transport)) *Transport {
 // RoundTrip sends req, retrying as the transport's settings and req's
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
-// returned as the server sent it, for the caller to read and close.
+// returned as the server sent it, for the caller to read and close. With
+// hedging on (WithHedging), a request guessed idempotent may have several
+// attempts in flight at once; the first final answer is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
