@@ -82,7 +82,8 @@ type outcome struct {
 }
 
 // hedge is the state of one hedged request. Only the goroutine running
-// roundTripHedged touches it; attempts report through results.
+// roundTripHedged touches it, then, once it has chosen the outcome, collect;
+// attempts report through results.
 type hedge struct {
 	t        *Transport
 	s        *settings
@@ -90,7 +91,7 @@ type hedge struct {
 	injected bool
 	ctx      context.Context // the caller's
 
-	results  chan outcome         // buffered for every attempt in flight: sends never block
+	results  chan outcome         // every attempt sends exactly one
 	wg       sync.WaitGroup       // one per attempt goroutine
 	cancels  []context.CancelFunc // cancels[n-1] ends attempt n; len is the attempts sent
 	inFlight int
@@ -99,9 +100,9 @@ type hedge struct {
 
 // roundTripHedged sends req's attempts in parallel as WithHedging describes.
 func (t *Transport) roundTripHedged(ctx context.Context, s *settings, body *replay, injected bool) (*http.Response, error) {
-	maxInFlight := 1 + min(s.maxHedges, s.maxRetries)
+	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
 	h := &hedge{t: t, s: s, body: body, injected: injected, ctx: ctx,
-		results: make(chan outcome, maxInFlight)}
+		results: make(chan outcome)}
 	if err := h.launch(); err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, s *settings, body *repl
 			return nil, h.abort(ctx.Err())
 		case <-timer.C:
 			// 2. No answer within the hedge delay: one more in parallel.
-			if h.inFlight < maxInFlight {
+			if h.inFlight <= maxHedges {
 				if _, err := h.next(); err != nil {
 					return nil, h.abort(err)
 				}
@@ -172,7 +173,7 @@ func (h *hedge) final(o *outcome) bool {
 // more reports whether the retry limit and the budget may still allow an
 // attempt.
 func (h *hedge) more() bool {
-	return !h.refused && len(h.cancels) < 1+h.s.maxRetries
+	return !h.refused && len(h.cancels) <= h.s.maxRetries
 }
 
 // next launches one more attempt if the limit and the budget allow it, and
@@ -247,17 +248,16 @@ func (h *hedge) abort(err error) error {
 	return err
 }
 
-// collect waits for the attempts' goroutines and closes the responses of the
-// attempts still unheard of; they have all been cancelled, so there is
-// nothing worth draining.
+// collect waits for the outcomes of the attempts still in flight, closing
+// their responses (they have all been cancelled: nothing is worth draining),
+// and for the attempts' goroutines to end.
 func (h *hedge) collect() {
-	h.wg.Wait()
-	close(h.results)
-	for o := range h.results {
-		if o.res != nil && o.res.Body != nil {
+	for ; h.inFlight > 0; h.inFlight-- {
+		if o := <-h.results; o.res != nil && o.res.Body != nil {
 			o.res.Body.Close()
 		}
 	}
+	h.wg.Wait()
 }
 
 // newHedgeBody wraps the winner's body so that closing it also runs release

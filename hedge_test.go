@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -487,6 +488,11 @@ func TestHedgeSettings(t *testing.T) {
 		{name: "zero delay is off", opts: []retryhttp.Option{retryhttp.WithHedging(0, 2)}, hold: notHedged, wantHits: 1},
 		{name: "zero hedges is off", opts: []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, 0)}, hold: notHedged, wantHits: 1},
 		{name: "no retries, no hedges", opts: []retryhttp.Option{on, retryhttp.WithMaxRetries(0)}, hold: notHedged, wantHits: 1},
+		{
+			name: "limits at their largest",
+			opts: []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, math.MaxInt), retryhttp.WithMaxRetries(math.MaxInt)},
+			hold: slowHandler, wantHits: 2,
+		},
 		{
 			name: "on for the request",
 			ctx: func(ctx context.Context) context.Context {
