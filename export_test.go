@@ -60,3 +60,7 @@ func Settings(t *Transport, ctx context.Context) ResolvedSettings {
 
 // BaseTransport exposes the transport that sends each attempt.
 func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }
+
+// SetHedgeGate makes t ask allow, instead of the retry budget, before every
+// attempt of a hedged request after the first.
+func SetHedgeGate(t *Transport, allow func(req *http.Request) bool) { t.hedgeGate = allow }

@@ -106,6 +106,9 @@ type settings struct {
 	idempotencyKeys        bool
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
+
+	hedgeDelay time.Duration // hedging is on when both are positive
+	maxHedges  int
 }
 
 func (t *Transport) settings(ctx context.Context) settings {
@@ -121,6 +124,9 @@ func (t *Transport) settings(ctx context.Context) settings {
 		idempotencyKeys:        !t.noIdempotencyKeys,
 		idempotencyKeyHeader:   t.idempotencyKeyHeader,
 		idempotencyKeysHonored: t.idempotencyKeysHonored,
+
+		hedgeDelay: t.hedgeDelay,
+		maxHedges:  t.maxHedges,
 	}
 	if t.maxRetriesSet {
 		s.maxRetries = t.maxRetries
@@ -162,6 +168,9 @@ type overrides struct {
 
 	idempotencyKeys        bool
 	idempotencyKeysHonored bool
+
+	hedgeDelay time.Duration
+	maxHedges  int
 }
 
 type overrideSet uint8
@@ -172,6 +181,7 @@ const (
 	setAttemptTimeout
 	setIdempotencyKeys
 	setIdempotencyKeysHonored
+	setHedging
 )
 
 func (o *overrides) apply(s *settings) {
@@ -195,6 +205,9 @@ func (o *overrides) apply(s *settings) {
 	}
 	if o.set&setIdempotencyKeysHonored != 0 {
 		s.idempotencyKeysHonored = o.idempotencyKeysHonored
+	}
+	if o.set&setHedging != 0 {
+		s.hedgeDelay, s.maxHedges = o.hedgeDelay, o.maxHedges
 	}
 }
 

@@ -65,12 +65,17 @@ type Transport struct {
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
 
+	hedgeDelay time.Duration
+	maxHedges  int
+
 	baseOnce sync.Once
 	base     http.RoundTripper
 
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
+	// hedgeGate stands in for the retry budget in allowHedge; nil allows.
+	hedgeGate func(req *http.Request) bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -89,7 +94,9 @@ func New(options ...func(*Transport)) *Transport {
 // RoundTrip sends req, retrying as the transport's settings and req's
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
-// returned as the server sent it, for the caller to read and close.
+// returned as the server sent it, for the caller to read and close. With
+// hedging on (WithHedging), a request guessed idempotent may have several
+// attempts in flight at once; the first final answer is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
@@ -101,6 +108,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := newReplay(req, &s)
 	if err != nil {
 		return nil, err
+	}
+	if s.hedges(req, injected, &body) {
+		return t.roundTripHedged(ctx, s, body, injected)
 	}
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own.

@@ -1,0 +1,293 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// WithHedging turns hedging on: when a request guessed idempotent has had no
+// response for delay, the transport sends another attempt in parallel,
+// without cancelling the first, and the first final answer wins. Hedging is
+// off by default; a delay or a maxHedges of zero or less turns it off.
+//
+// In short (docs/hedging.md has the rules in full):
+//   - only requests guessed idempotent are hedged (GET, HEAD, OPTIONS, TRACE,
+//     PUT, DELETE, or a caller's Idempotency-Key or X-Idempotency-Key, or an
+//     injected key when WithIdempotencyKeysHonored says keys are honoured),
+//     and only if their body can be replayed; the others take the usual
+//     retry path;
+//   - at most 1+maxHedges attempts are in flight at once, and at most
+//     1+maxRetries are sent in all: hedges and retries share the retry
+//     limit, and a request with retries off (WithMaxRetries(0)) is not
+//     hedged;
+//   - an attempt that the ShouldRetryFn wants retried launches the next one
+//     at once, while the limit allows: no backoff, no Retry-After;
+//   - the first outcome the ShouldRetryFn does not want retried is returned;
+//     every other attempt is cancelled and its response closed. If every
+//     attempt fails, the last outcome is returned as the retry loop returns
+//     it.
+//
+// Every attempt after the first counts against the retry budget.
+func WithHedging(delay time.Duration, maxHedges int) Option {
+	return func(t *Transport) { t.hedgeDelay, t.maxHedges = delay, maxHedges }
+}
+
+// SetHedging returns a context that makes requests sent with it hedge as
+// WithHedging(delay, maxHedges) says, whatever the transport's setting; a
+// delay or a maxHedges of zero or less turns hedging off for them.
+func SetHedging(ctx context.Context, delay time.Duration, maxHedges int) context.Context {
+	return withOverride(ctx, func(o *overrides) {
+		o.hedgeDelay, o.maxHedges = delay, maxHedges
+		o.set |= setHedging
+	})
+}
+
+// hedges reports whether req is hedged: hedging is on, the request may be
+// sent more than once, and it is guessed idempotent.
+func (s *settings) hedges(req *http.Request, injected bool, body *replay) bool {
+	if s.hedgeDelay <= 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
+		return false
+	}
+	return defaultRetryPolicy.idempotent(Attempt{
+		Req:                    req,
+		IdempotencyKeyInjected: injected,
+		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
+	})
+}
+
+// allowHedge reports whether one more attempt of the hedged request req may
+// be sent: a hedge, or a retry after a failed attempt.
+//
+// RETRY BUDGET: this is the one place where hedging asks for permission.
+// Every attempt of a hedged request after the first goes through here; plug
+// the budget of req's destination in (a refusal stops new attempts, and
+// hedge.final returns the last outcome; join ErrRetryBudgetExhausted to its
+// error there).
+func (t *Transport) allowHedge(req *http.Request) bool {
+	if t.hedgeGate != nil {
+		return t.hedgeGate(req)
+	}
+	return true
+}
+
+// outcome is the result of one attempt of a hedged request.
+type outcome struct {
+	n   int           // the attempt's number, 1 for the first
+	req *http.Request // as sent, with the caller's context
+	res *http.Response
+	err error
+}
+
+// hedge is the state of one hedged request. Only the goroutine running
+// roundTripHedged touches it, then, once it has chosen the outcome, collect;
+// attempts report through results.
+type hedge struct {
+	t        *Transport
+	s        settings // copies, so that RoundTrip's own stay on its stack
+	body     replay
+	injected bool
+	ctx      context.Context // the caller's
+
+	results  chan outcome         // every attempt sends exactly one
+	wg       sync.WaitGroup       // one per attempt goroutine
+	cancels  []context.CancelFunc // cancels[n-1] ends attempt n; len is the attempts sent
+	inFlight int
+	refused  bool // the budget refused an attempt: no more are sent
+}
+
+// roundTripHedged sends req's attempts in parallel as WithHedging describes.
+func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay, injected bool) (*http.Response, error) {
+	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
+	h := &hedge{t: t, s: s, body: body, injected: injected, ctx: ctx,
+		results: make(chan outcome)}
+	if err := h.launch(); err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(s.hedgeDelay)
+	defer timer.Stop()
+	for {
+		sent := len(h.cancels)
+		select {
+		case <-ctx.Done():
+			// 1. The caller gave up: end every attempt.
+			return nil, h.abort(ctx.Err())
+		case <-timer.C:
+			// 2. No answer within the hedge delay: one more in parallel.
+			if h.inFlight <= maxHedges {
+				if _, err := h.next(); err != nil {
+					return nil, h.abort(err)
+				}
+			}
+		case o := <-h.results:
+			// 3. An answer: final, or a failure replaced at once.
+			h.inFlight--
+			if h.final(&o) {
+				return h.win(o)
+			}
+		}
+		// 4. The hedge delay runs from the latest attempt.
+		if len(h.cancels) > sent {
+			timer.Reset(s.hedgeDelay)
+		}
+	}
+}
+
+// final decides what one attempt's outcome means. It reports whether o is
+// the request's final outcome, changed as RoundTrip must return it;
+// otherwise o has been replaced by a new attempt if the limit and the budget
+// allowed it, and let go of.
+func (h *hedge) final(o *outcome) bool {
+	if o.res != nil && o.res.StatusCode == http.StatusSwitchingProtocols {
+		return true // an upgraded connection: nothing to retry
+	}
+	a := Attempt{
+		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
+		IdempotencyKeyInjected: h.injected,
+		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
+	}
+	if !h.s.shouldRetry(a) {
+		return true
+	}
+	launched, err := h.next()
+	if err != nil {
+		discard(o.res)
+		o.res, o.err = nil, err
+		return true
+	}
+	if launched || h.inFlight > 0 {
+		discard(o.res)
+		h.cancels[o.n-1]()
+		return false
+	}
+	// Nothing left to wait for: the last outcome, as the retry loop returns
+	// it. RETRY BUDGET: when h.refused, join ErrRetryBudgetExhausted here.
+	if o.err != nil && !h.refused {
+		o.err = errExhausted(len(h.cancels), o.err)
+	}
+	return true
+}
+
+// more reports whether the retry limit and the budget may still allow an
+// attempt.
+func (h *hedge) more() bool {
+	return !h.refused && len(h.cancels) <= h.s.maxRetries
+}
+
+// next launches one more attempt if the limit and the budget allow it, and
+// reports whether it did.
+func (h *hedge) next() (bool, error) {
+	if !h.more() {
+		return false, nil
+	}
+	if !h.t.allowHedge(h.body.req) {
+		h.refused = true
+		return false, nil
+	}
+	return true, h.launch()
+}
+
+// launch sends the next attempt in a goroutine of its own, with a body of
+// its own and a context of its own, derived from the caller's.
+func (h *hedge) launch() error {
+	n := len(h.cancels) + 1
+	sent, err := h.body.request(n)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.cancels = append(h.cancels, cancel)
+	h.inFlight++
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		res, err := h.t.send(sent.WithContext(ctx), h.s.attemptTimeout)
+		h.results <- outcome{n: n, req: sent, res: res, err: err}
+	}()
+	return nil
+}
+
+// win returns o to the caller and cancels every other attempt. The attempts'
+// goroutines are waited for, and the responses they still bring closed,
+// before win returns, or, when o has a body, before that body's Close
+// returns: o's attempt stays alive until then, so the body can be read.
+func (h *hedge) win(o outcome) (*http.Response, error) {
+	for i, cancel := range h.cancels {
+		if i != o.n-1 {
+			cancel()
+		}
+	}
+	end := func() {
+		h.cancels[o.n-1]()
+		h.collect()
+	}
+	if o.err != nil || o.res.Body == nil {
+		end()
+		return o.res, o.err
+	}
+	done := make(chan struct{})
+	go func() {
+		h.collect()
+		close(done)
+	}()
+	o.res.Body = newHedgeBody(o.res.Body, func() {
+		h.cancels[o.n-1]()
+		<-done
+	})
+	return o.res, nil
+}
+
+// abort cancels every attempt, waits for them and returns err.
+func (h *hedge) abort(err error) error {
+	for _, cancel := range h.cancels {
+		cancel()
+	}
+	h.collect()
+	return err
+}
+
+// collect waits for the outcomes of the attempts still in flight, closing
+// their responses (they have all been cancelled: nothing is worth draining),
+// and for the attempts' goroutines to end.
+func (h *hedge) collect() {
+	for ; h.inFlight > 0; h.inFlight-- {
+		if o := <-h.results; o.res != nil && o.res.Body != nil {
+			o.res.Body.Close()
+		}
+	}
+	h.wg.Wait()
+}
+
+// newHedgeBody wraps the winner's body so that closing it also runs release
+// (once). A body that is also an io.Writer (that of a 101 Switching
+// Protocols response) stays one.
+func newHedgeBody(body io.ReadCloser, release func()) io.ReadCloser {
+	b := &hedgeBody{ReadCloser: body, release: release}
+	if rwc, ok := body.(io.ReadWriteCloser); ok {
+		return &hedgeRWCBody{b, rwc}
+	}
+	return b
+}
+
+// hedgeBody is the body of a hedged request's winning response.
+type hedgeBody struct {
+	io.ReadCloser
+	release func() // cancels the winner's attempt, waits for the others
+	once    sync.Once
+}
+
+func (b *hedgeBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// hedgeRWCBody is a hedgeBody that can also be written to.
+type hedgeRWCBody struct {
+	*hedgeBody
+	rwc io.ReadWriteCloser
+}
+
+func (b *hedgeRWCBody) Write(p []byte) (int, error) { return b.rwc.Write(p) }
