@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -31,3 +32,60 @@ func FullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
 
 // MaxDrain is the bound on draining a discarded response body.
 const MaxDrain = maxDrain
+
+// BudgetWithdraw takes a retry token for rawURL's host.
+func BudgetWithdraw(b *RetryBudget, rawURL string) bool { return b.withdraw(mustRequest(rawURL)) }
+
+// BudgetDeposit credits rawURL's host as an attempt answered with status
+// would.
+func BudgetDeposit(b *RetryBudget, rawURL string, status int) {
+	b.deposit(mustRequest(rawURL), &http.Response{StatusCode: status, Header: http.Header{}})
+}
+
+// BudgetTokens returns the tokens left for rawURL's host.
+func BudgetTokens(b *RetryBudget, rawURL string) float64 {
+	bk, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	if !ok {
+		return float64(b.capacity) / tokenScale
+	}
+	return float64(bk.tokens.Load()) / tokenScale
+}
+
+// BudgetHosts returns the number of hosts whose buckets b keeps.
+func BudgetHosts(b *RetryBudget) int { return b.hosts.len() }
+
+// HostKey returns the key of rawURL's destination, as a string.
+func HostKey(rawURL string) string { return keyOf(mustRequest(rawURL)).String() }
+
+func mustRequest(rawURL string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		panic(err)
+	}
+	return req
+}
+
+// SetBase sets the base transport of t.
+func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
+
+// Evict fills a shard with one bucket per element of idle (full when true,
+// empty when false), evicts one and returns its index.
+func Evict(idle []bool) int {
+	s := hostShard[*bucket]{m: map[hostKey]*bucket{}}
+	keys := make([]hostKey, len(idle))
+	for i, full := range idle {
+		keys[i] = hostKey{"http", strconv.Itoa(i), "80"}
+		bk := &bucket{capacity: tokenScale}
+		if full {
+			bk.tokens.Store(tokenScale)
+		}
+		s.m[keys[i]] = bk
+	}
+	s.evict()
+	for i, k := range keys {
+		if _, ok := s.m[k]; !ok {
+			return i
+		}
+	}
+	return -1
+}

@@ -106,6 +106,8 @@ type settings struct {
 	idempotencyKeys        bool
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
+
+	budget *RetryBudget // nil: no budget
 }
 
 func (t *Transport) settings(ctx context.Context) settings {
@@ -121,6 +123,8 @@ func (t *Transport) settings(ctx context.Context) settings {
 		idempotencyKeys:        !t.noIdempotencyKeys,
 		idempotencyKeyHeader:   t.idempotencyKeyHeader,
 		idempotencyKeysHonored: t.idempotencyKeysHonored,
+
+		budget: t.retryBudget(),
 	}
 	if t.maxRetriesSet {
 		s.maxRetries = t.maxRetries

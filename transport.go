@@ -43,9 +43,10 @@ type Attempt struct {
 // change.
 //
 // The zero value is ready to use, with every default: up to DefaultMaxRetries
-// retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, and
-// a pooled base transport from github.com/hashicorp/go-cleanhttp. New
-// applies options.
+// retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, a
+// retry budget of its own per destination host (RetryBudget, made on first
+// use), no circuit breaker, and a pooled base transport from
+// github.com/hashicorp/go-cleanhttp. New applies options.
 //
 // A Transport is safe for concurrent use by multiple goroutines. It must not
 // be copied after first use.
@@ -64,6 +65,11 @@ type Transport struct {
 	noIdempotencyKeys      bool // the zero value injects keys
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
+
+	budget     *RetryBudget // WithRetryBudget; nil with budgetSet: off
+	budgetSet  bool
+	budgetOnce sync.Once
+	ownBudget  *RetryBudget // the default budget, made on first use
 
 	baseOnce sync.Once
 	base     http.RoundTripper
@@ -103,12 +109,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	for count := 1; ; count++ {
-		// 1. Send one attempt, with a body of its own.
+		// 1. Send one attempt, with a body of its own. A success refills
+		// the destination's retry budget.
 		sent, err := body.request(count)
 		if err != nil {
 			return nil, err
 		}
 		res, err := t.send(sent, s.attemptTimeout)
+		s.budget.deposit(sent, res)
 		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
 			return res, nil // an upgraded connection: nothing to retry
 		}
@@ -143,7 +151,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return res, err
 		}
 
-		// 5. Let go of the response the caller will not see, and wait.
+		// 5. Spend a token of the destination's retry budget. Without one,
+		// stop: the last response as it is, or the last error marked as such.
+		if !s.budget.withdraw(sent) {
+			return res, errBudgetRefused(err)
+		}
+
+		// 6. Let go of the response the caller will not see, and wait.
 		discard(res)
 		if err := t.wait(ctx, d); err != nil {
 			return nil, err
