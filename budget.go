@@ -67,8 +67,8 @@ type RetryBudgetOptions struct {
 // A Transport has a budget of its own with the defaults unless
 // WithRetryBudget says otherwise. A RetryBudget can be shared by several
 // Transports that call the same backends (WithRetryBudget). It is safe for
-// concurrent use; withdrawals and deposits take no lock beyond a shared
-// read lock on one of several shards of the host map.
+// concurrent use; withdrawals and deposits take no lock (only adding a new
+// host does).
 type RetryBudget struct {
 	ratio    int64 // micro-tokens deposited per success, in [1, capacity]
 	capacity int64 // micro-tokens
@@ -216,11 +216,13 @@ func (bk *bucket) deposit(n int64) {
 // nothing: a new bucket would be the same.
 func (bk *bucket) idle() bool { return bk.tokens.Load() >= bk.capacity }
 
-// hostKey identifies a destination: scheme, host name and port, the
-// scheme's default port filled in when the URL has none. Its strings are
-// substrings of the request's URL, so building one does not allocate.
+// hostKey identifies a destination: scheme, host name and port. A port that
+// is the scheme's default is left out, so that http://h/ and http://h:80/
+// have the same key. Its strings are substrings of the request's URL, so
+// building one does not allocate.
 type hostKey struct {
-	scheme, host, port string
+	scheme string
+	host   string // host[:port], as in URL.Host, without a default port
 }
 
 // keyOf returns the key of req's destination.
@@ -229,31 +231,43 @@ func keyOf(req *http.Request) hostKey {
 	if u == nil {
 		return hostKey{}
 	}
-	k := hostKey{scheme: u.Scheme, host: u.Hostname(), port: u.Port()}
-	if k.port == "" {
-		switch k.scheme {
-		case "http":
-			k.port = "80"
-		case "https":
-			k.port = "443"
+	k := hostKey{scheme: u.Scheme, host: u.Host}
+	if i := strings.LastIndexByte(k.host, ':'); i >= 0 && !strings.Contains(k.host[i:], "]") {
+		if port := k.host[i+1:]; port == "" || port == defaultPort(k.scheme) {
+			k.host = k.host[:i]
 		}
 	}
 	return k
 }
 
-// String returns the key as scheme://host:port, brackets around an IPv6
-// address.
+// defaultPort returns the port of scheme when a URL names none.
+func defaultPort(scheme string) string {
+	switch scheme {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+// String returns the key as scheme://host:port, the port always spelled
+// out when the scheme has a default one.
 func (k hostKey) String() string {
 	host := k.host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
+	hasPort := false
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		hasPort = true
 	}
-	return k.scheme + "://" + host + ":" + k.port
+	if p := defaultPort(k.scheme); !hasPort && p != "" {
+		host += ":" + p
+	}
+	return k.scheme + "://" + host
 }
 
 // clone returns a copy of k that does not keep the request's URL alive.
 func (k hostKey) clone() hostKey {
-	return hostKey{strings.Clone(k.scheme), strings.Clone(k.host), strings.Clone(k.port)}
+	return hostKey{strings.Clone(k.scheme), strings.Clone(k.host)}
 }
 
 // evictable is a value of a hostMap: one that can tell when dropping it
@@ -268,9 +282,16 @@ const maxShards = 32
 const evictScan = 8
 
 // hostMap maps hosts to values (buckets, circuit breakers), with at most
-// maxHosts entries. It is split in shards, each with its own lock, chosen
-// by a hash of the host name, so that goroutines calling different hosts
-// rarely share a lock and those calling one host share only its read lock.
+// maxHosts entries. A host is found by one hash of its host[:port], which
+// picks its shard and, within the shard, its entry (the scheme is compared,
+// not hashed: http and https of one host share a slot).
+//
+// Each shard's table is never modified once published: readers load it with
+// one atomic read and take no lock, so goroutines calling one host do not
+// write to any shared memory to find its value (a read lock would: every
+// RLock writes the lock's reader count). Adding a host copies its shard's
+// table, of at most maxHosts/shards entries, under the shard's mutex; that
+// happens once per host, or on each new host once the map is full.
 type hostMap[V evictable] struct {
 	seed     maphash.Seed
 	shards   []hostShard[V]
@@ -279,9 +300,20 @@ type hostMap[V evictable] struct {
 }
 
 type hostShard[V evictable] struct {
-	mu sync.RWMutex
-	m  map[hostKey]V
-	_  [64]byte // keeps neighbouring shards' locks off each other's cache line
+	table atomic.Pointer[hostTable[V]] // read-only once stored
+	mu    sync.Mutex                   // serialises writers
+	_     [64]byte                     // keeps neighbouring shards off one cache line
+}
+
+// hostTable is the content of a shard: entries by hash of their host.
+type hostTable[V evictable] struct {
+	byHash map[uint64][]hostEntry[V]
+	n      int
+}
+
+type hostEntry[V evictable] struct {
+	key   hostKey
+	value V
 }
 
 // newHostMap returns a map of at most maxHosts (≥ 1) entries whose missing
@@ -296,70 +328,105 @@ func newHostMap[V evictable](maxHosts int, newValue func(hostKey) V) *hostMap[V]
 	}
 }
 
-func (h *hostMap[V]) shard(k hostKey) *hostShard[V] {
-	return &h.shards[maphash.String(h.seed, k.host)%uint64(len(h.shards))]
+// locate returns the hash of k and its shard.
+func (h *hostMap[V]) locate(k hostKey) (uint64, *hostShard[V]) {
+	hash := maphash.String(h.seed, k.host)
+	return hash, &h.shards[hash%uint64(len(h.shards))]
 }
 
-// get returns the value of k, if there is one. It does not allocate.
+// get returns the value of k, if there is one. It takes no lock and does
+// not allocate.
 func (h *hostMap[V]) get(k hostKey) (V, bool) {
-	s := h.shard(k)
-	s.mu.RLock()
-	v, ok := s.m[k]
-	s.mu.RUnlock()
-	return v, ok
+	hash, s := h.locate(k)
+	return s.table.Load().get(hash, k)
+}
+
+func (t *hostTable[V]) get(hash uint64, k hostKey) (V, bool) {
+	if t != nil {
+		for _, e := range t.byHash[hash] {
+			if e.key.host == k.host && e.key.scheme == k.scheme {
+				return e.value, true
+			}
+		}
+	}
+	var zero V
+	return zero, false
 }
 
 // getOrCreate returns the value of k, making it if it is missing.
 func (h *hostMap[V]) getOrCreate(k hostKey) V {
-	s := h.shard(k)
-	s.mu.RLock()
-	v, ok := s.m[k]
-	s.mu.RUnlock()
-	if ok {
+	hash, s := h.locate(k)
+	if v, ok := s.table.Load().get(hash, k); ok {
 		return v
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if v, ok := s.m[k]; ok {
+	old := s.table.Load()
+	if v, ok := old.get(hash, k); ok {
 		return v
 	}
-	if s.m == nil {
-		s.m = make(map[hostKey]V)
-	}
-	if len(s.m) >= h.perShard {
-		s.evict()
+	t := old.clone()
+	if t.n >= h.perShard {
+		t.evict()
 	}
 	k = k.clone()
-	v = h.newValue(k)
-	s.m[k] = v
+	v := h.newValue(k)
+	t.byHash[hash] = append(t.byHash[hash], hostEntry[V]{k, v})
+	t.n++
+	s.table.Store(t)
 	return v
 }
 
-// evict drops one entry: an idle one among the first few seen, else the
-// first seen (Go's map iteration order is random). Requires s.mu held.
-func (s *hostShard[V]) evict() {
-	var victim hostKey
-	i := 0
-	for k, v := range s.m {
-		if i == 0 || v.idle() {
-			victim = k
+// clone returns a copy of t (an empty table for nil) that can be changed.
+func (t *hostTable[V]) clone() *hostTable[V] {
+	c := &hostTable[V]{byHash: map[uint64][]hostEntry[V]{}}
+	if t != nil {
+		for hash, es := range t.byHash {
+			c.byHash[hash] = append([]hostEntry[V](nil), es...)
 		}
-		if v.idle() || i == evictScan-1 {
+		c.n = t.n
+	}
+	return c
+}
+
+// evict drops one entry: an idle one among the first few seen, else the
+// first seen (Go's map iteration order is random).
+func (t *hostTable[V]) evict() {
+	var victim hostKey
+	var victimHash uint64
+	i := 0
+	for hash, es := range t.byHash {
+		idle := es[0].value.idle()
+		if i == 0 || idle {
+			victim, victimHash = es[0].key, hash
+		}
+		if idle || i == evictScan-1 {
 			break
 		}
 		i++
 	}
-	delete(s.m, victim)
+	es := t.byHash[victimHash]
+	for j := range es {
+		if es[j].key == victim {
+			es = append(es[:j], es[j+1:]...)
+			break
+		}
+	}
+	if len(es) == 0 {
+		delete(t.byHash, victimHash)
+	} else {
+		t.byHash[victimHash] = es
+	}
+	t.n--
 }
 
 // len returns the number of entries.
 func (h *hostMap[V]) len() int {
 	n := 0
 	for i := range h.shards {
-		s := &h.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		if t := h.shards[i].table.Load(); t != nil {
+			n += t.n
+		}
 	}
 	return n
 }

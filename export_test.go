@@ -68,24 +68,29 @@ func mustRequest(rawURL string) *http.Request {
 // SetBase sets the base transport of t.
 func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
 
-// Evict fills a shard with one bucket per element of idle (full when true,
+// Evict fills a table with one bucket per element of idle (full when true,
 // empty when false), evicts one and returns its index.
 func Evict(idle []bool) int {
-	s := hostShard[*bucket]{m: map[hostKey]*bucket{}}
-	keys := make([]hostKey, len(idle))
+	t := (*hostTable[*bucket])(nil).clone()
 	for i, full := range idle {
-		keys[i] = hostKey{"http", strconv.Itoa(i), "80"}
 		bk := &bucket{capacity: tokenScale}
 		if full {
 			bk.tokens.Store(tokenScale)
 		}
-		s.m[keys[i]] = bk
+		t.byHash[uint64(i)] = []hostEntry[*bucket]{{hostKey{"http", strconv.Itoa(i)}, bk}}
+		t.n++
 	}
-	s.evict()
-	for i, k := range keys {
-		if _, ok := s.m[k]; !ok {
+	t.evict()
+	for i := range idle {
+		if _, ok := t.byHash[uint64(i)]; !ok {
 			return i
 		}
 	}
 	return -1
 }
+
+// WithdrawFor exposes the budget's withdraw, for benchmarks.
+func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req) }
+
+// DepositFor exposes the budget's deposit, for benchmarks.
+func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }
