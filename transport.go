@@ -71,6 +71,8 @@ type Transport struct {
 	budgetOnce sync.Once
 	ownBudget  *RetryBudget // the default budget, made on first use
 
+	breakers *breakers // WithCircuitBreaker; nil: none
+
 	baseOnce sync.Once
 	base     http.RoundTripper
 
@@ -96,7 +98,18 @@ func New(options ...func(*Transport)) *Transport {
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
 // returned as the server sent it, for the caller to read and close.
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (res *http.Response, err error) {
+	// 0. Fail fast while the destination's circuit is open. Otherwise the
+	// breaker, if any, sees the final outcome, after all the retries.
+	if t.breakers != nil {
+		done, refused := t.breakers.allow(req)
+		if refused != nil {
+			closeBody(req)
+			return nil, refused
+		}
+		defer func() { done(res, err) }()
+	}
+
 	ctx := req.Context()
 	s := t.settings(ctx)
 	req, injected, err := s.withIdempotencyKey(req)
