@@ -155,19 +155,17 @@ func TestBudgetWhatDeposits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			const u = "https://example.com/"
-			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, Ratio: 1})
-			require.True(t, retryhttp.BudgetWithdraw(b, u))
 			srv := newCountingServer(t, func(w http.ResponseWriter, _ *http.Request) {
 				if tt.header != "" {
 					w.Header().Set("Retry-After", tt.header)
 				}
 				w.WriteHeader(tt.give)
 			})
-			// Send one attempt through a transport sharing b, on srv; then
-			// check on srv's host.
-			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+			// Empty the host's bucket of one token, then send one attempt
+			// through a transport sharing the budget: a success refills it.
+			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, Ratio: 1})
 			require.True(t, retryhttp.BudgetWithdraw(b, srv.URL))
+			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
 			get(t, c, srv.URL)
 			assert.Equal(t, tt.want, retryhttp.BudgetTokens(b, srv.URL) == 1)
 		})
@@ -486,10 +484,10 @@ func TestBudgetHappyPathAllocatesNothing(t *testing.T) {
 	assert.Less(t, retryhttp.BudgetTokens(refilling, req.URL.String()), 1000.0, "the bucket was refilling throughout")
 }
 
-func TestBudgetRoundTripsLeaveNoStrayBodies(t *testing.T) {
-	// The response that a refused retry returns is the one the server sent;
-	// the earlier ones were drained and closed (the server sees its
-	// connections reused).
+func TestBudgetRefusalsKeepTheConnection(t *testing.T) {
+	// Responses the caller does not see (retried ones) are drained and
+	// closed, and the one a refused retry returns is read by the caller:
+	// every request reuses one connection.
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -512,4 +510,21 @@ func TestBudgetRoundTripsLeaveNoStrayBodies(t *testing.T) {
 func TestErrRetryBudgetExhaustedIsDistinct(t *testing.T) {
 	assert.False(t, errors.Is(retryhttp.ErrRetryBudgetExhausted, retryhttp.ErrRetriesExhausted))
 	assert.True(t, strings.HasPrefix(retryhttp.ErrRetryBudgetExhausted.Error(), "retryhttp: "))
+}
+
+func TestBudgetUnsentRetryCostsNothing(t *testing.T) {
+	// A Retry-After beyond WithMaxDelay ends the request without a retry:
+	// no token is spent on it.
+	srv := newCountingServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c := &http.Client{Transport: retryhttp.New(retryhttp.WithRetryBudget(b))}
+	t.Cleanup(c.CloseIdleConnections)
+	for range 20 {
+		assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
+	}
+	assert.EqualValues(t, 20, srv.hits.Load())
+	assert.InDelta(t, 10, retryhttp.BudgetTokens(b, srv.URL), 1e-9)
 }
