@@ -23,6 +23,13 @@
 // deadline, retry after the caller cancelled, or return a response together
 // with an error.
 //
+// What keeps retries from becoming a storm: a retry budget per destination
+// host, on by default (RetryBudget): a fresh transport gets 10 retries in a
+// row, then retries are capped at a tenth of the successes, so a dead
+// backend sees about 1.0× its callers' requests instead of 4×. A circuit
+// breaker per host is available (WithCircuitBreaker). docs/storms.md gives
+// the arithmetic and measurements.
+//
 // Where it sits: the Transport wraps a base transport (WithTransport), which
 // sends each attempt. Instrumentation that should see every attempt (an
 // otelhttp transport, say) goes below it, as its base; instrumentation that

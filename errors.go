@@ -29,6 +29,18 @@ var (
 	// and it was not retried. It is a net.Error whose Timeout method reports
 	// true, so IsTimeoutErr recognises it.
 	ErrAttemptTimeout error = attemptTimeoutError{}
+
+	// ErrRetryBudgetExhausted is joined with the last attempt's error when
+	// that error was retryable but the destination's retry budget had no
+	// token left for another attempt (see RetryBudget). When the last
+	// attempt brought a response instead, that response is returned as it
+	// is, with no error.
+	ErrRetryBudgetExhausted = errors.New("retryhttp: retry budget exhausted")
+
+	// ErrCircuitOpen is returned (wrapped, with the destination) when the
+	// circuit breaker of the destination is open, or half-open with all its
+	// probes in flight (see WithCircuitBreaker). The request was not sent.
+	ErrCircuitOpen = errors.New("retryhttp: circuit breaker open")
 )
 
 // attemptTimeoutError is the type of ErrAttemptTimeout. It implements
@@ -59,6 +71,12 @@ type timeoutWrap struct{ error }
 
 func (e timeoutWrap) Unwrap() error { return e.error }
 func (e timeoutWrap) Timeout() bool { return IsTimeoutErr(e.error) }
+
+// joinErr joins a sentinel with the error it qualifies, so that errors.Is
+// and errors.As reach both; the message reads "sentinel: err".
+func joinErr(sentinel, err error) error {
+	return timeoutWrap{fmt.Errorf("%w: %w", sentinel, err)}
+}
 
 // errNilResponse is returned when a base transport breaks the RoundTripper
 // contract by returning neither a response nor an error.

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -64,3 +65,65 @@ func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }
 // SetHedgeGate makes t ask allow, instead of the retry budget, before every
 // attempt of a hedged request after the first.
 func SetHedgeGate(t *Transport, allow func(req *http.Request) bool) { t.hedgeGate = allow }
+
+// BudgetWithdraw takes a retry token for rawURL's host.
+func BudgetWithdraw(b *RetryBudget, rawURL string) bool { return b.withdraw(mustRequest(rawURL)) }
+
+// BudgetDeposit credits rawURL's host as an attempt answered with status
+// would.
+func BudgetDeposit(b *RetryBudget, rawURL string, status int) {
+	b.deposit(mustRequest(rawURL), &http.Response{StatusCode: status, Header: http.Header{}})
+}
+
+// BudgetTokens returns the tokens left for rawURL's host.
+func BudgetTokens(b *RetryBudget, rawURL string) float64 {
+	bk, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	if !ok {
+		return float64(b.capacity) / tokenScale
+	}
+	return float64(bk.tokens.Load()) / tokenScale
+}
+
+// BudgetHosts returns the number of hosts whose buckets b keeps.
+func BudgetHosts(b *RetryBudget) int { return b.hosts.len() }
+
+// HostKey returns the key of rawURL's destination, as a string.
+func HostKey(rawURL string) string { return keyOf(mustRequest(rawURL)).String() }
+
+func mustRequest(rawURL string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		panic(err)
+	}
+	return req
+}
+
+// SetBase sets the base transport of t.
+func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
+
+// Evict fills a table with one bucket per element of idle (full when true,
+// empty when false), evicts one and returns its index.
+func Evict(idle []bool) int {
+	t := (*hostTable[*bucket])(nil).clone()
+	for i, full := range idle {
+		bk := &bucket{capacity: tokenScale}
+		if full {
+			bk.tokens.Store(tokenScale)
+		}
+		t.byHash[uint64(i)] = []hostEntry[*bucket]{{hostKey{"http", strconv.Itoa(i)}, bk}}
+		t.n++
+	}
+	t.evict()
+	for i := range idle {
+		if _, ok := t.byHash[uint64(i)]; !ok {
+			return i
+		}
+	}
+	return -1
+}
+
+// WithdrawFor exposes the budget's withdraw, for benchmarks.
+func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req) }
+
+// DepositFor exposes the budget's deposit, for benchmarks.
+func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }

@@ -58,19 +58,14 @@ func (s *settings) hedges(req *http.Request, injected bool, body *replay) bool {
 	})
 }
 
-// allowHedge reports whether one more attempt of the hedged request req may
-// be sent: a hedge, or a retry after a failed attempt.
-//
-// RETRY BUDGET: this is the one place where hedging asks for permission.
-// Every attempt of a hedged request after the first goes through here; plug
-// the budget of req's destination in (a refusal stops new attempts, and
-// hedge.final returns the last outcome; join ErrRetryBudgetExhausted to its
-// error there).
-func (t *Transport) allowHedge(req *http.Request) bool {
-	if t.hedgeGate != nil {
-		return t.hedgeGate(req)
+// allow reports whether one more attempt of the hedged request may be sent:
+// a hedge, or a retry after a failed attempt. Each one spends a token of the
+// destination's retry budget, like a retry of the ordinary loop.
+func (h *hedge) allow() bool {
+	if h.t.hedgeGate != nil {
+		return h.t.hedgeGate(h.body.req)
 	}
-	return true
+	return h.s.budget.withdraw(h.body.req)
 }
 
 // outcome is the result of one attempt of a hedged request.
@@ -163,8 +158,12 @@ func (h *hedge) final(o *outcome) bool {
 		return false
 	}
 	// Nothing left to wait for: the last outcome, as the retry loop returns
-	// it. RETRY BUDGET: when h.refused, join ErrRetryBudgetExhausted here.
-	if o.err != nil && !h.refused {
+	// it.
+	switch {
+	case o.err == nil:
+	case h.refused:
+		o.err = errBudgetRefused(o.err)
+	default:
 		o.err = errExhausted(len(h.cancels), o.err)
 	}
 	return true
@@ -182,7 +181,7 @@ func (h *hedge) next() (bool, error) {
 	if !h.more() {
 		return false, nil
 	}
-	if !h.t.allowHedge(h.body.req) {
+	if !h.allow() {
 		h.refused = true
 		return false, nil
 	}
@@ -204,6 +203,7 @@ func (h *hedge) launch() error {
 	go func() {
 		defer h.wg.Done()
 		res, err := h.t.send(sent.WithContext(ctx), h.s.attemptTimeout)
+		h.s.budget.deposit(sent, res)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

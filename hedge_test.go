@@ -116,7 +116,6 @@ func allStacks() string {
 	return string(buf[:runtime.Stack(buf, true)])
 }
 
-// readAll reads and closes res's body.
 func TestHedgeSlowFirstAttemptLoses(t *testing.T) {
 	hs := newHedgeServer(t, slowFirst)
 	c, _ := newHedgeClient(t, retryhttp.WithHedging(20*time.Millisecond, 1))
@@ -542,7 +541,9 @@ func TestHedgeConcurrentRequests(t *testing.T) {
 		}
 		io.WriteString(w, id)
 	})
-	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1))
+	// Every request is hedged here, far more than a retry budget allows
+	// (TestHedgeSpendsRetryBudget covers that): no budget.
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), unlimitedBudget)
 
 	const goroutines, perGoroutine = 32, 4
 	var wg sync.WaitGroup
@@ -617,4 +618,42 @@ func TestHedgeUpgradeKeepsWritableBody(t *testing.T) {
 	assert.Equal(t, "ping", string(got))
 	require.NoError(t, rwc.Close())
 	assert.EqualValues(t, 1, hs.hits.Load())
+}
+
+func TestHedgeSpendsRetryBudget(t *testing.T) {
+	// Each hedge spends a token of the destination's retry budget: with two
+	// tokens, the first two requests are hedged and the third is not.
+	var mu sync.Mutex
+	seen := map[string]int{}
+	hs := newHedgeServer(t, func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Id")
+		mu.Lock()
+		seen[id]++
+		first := seen[id] == 1
+		mu.Unlock()
+		if first {
+			if hs.hold(n, r, notHedged) {
+				return
+			}
+			io.WriteString(w, "first")
+			return
+		}
+		io.WriteString(w, "hedge")
+	})
+	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2})
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(budget))
+
+	var got []string
+	for i := range 3 {
+		req, err := http.NewRequest(http.MethodGet, hs.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Id", fmt.Sprint(i))
+		res, err := c.Do(req)
+		require.NoError(t, err)
+		got = append(got, readAll(t, res))
+	}
+	assert.Equal(t, []string{"hedge", "hedge", "first"}, got)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"0": 2, "1": 2, "2": 1}, seen)
 }

@@ -16,6 +16,11 @@ import (
 // noDelay is an option that makes every retry immediate.
 var noDelay = retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
 
+// unlimitedBudget turns the retry budget off, for tests that retry a large
+// share of their requests on purpose to prove something else (connection
+// reuse, concurrency); budget_test.go proves the budget.
+var unlimitedBudget = retryhttp.WithRetryBudget(nil)
+
 // countingServer is an httptest server that counts the requests it handles
 // and the connections it accepts.
 type countingServer struct {
@@ -29,7 +34,7 @@ type handlerFn func(n int64, w http.ResponseWriter, r *http.Request)
 
 // newCountingServer starts a countingServer on loopback, closed when the test
 // ends.
-func newCountingServer(t *testing.T, h handlerFn) *countingServer {
+func newCountingServer(t testing.TB, h handlerFn) *countingServer {
 	t.Helper()
 	s := &countingServer{}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

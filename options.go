@@ -109,6 +109,7 @@ type settings struct {
 
 	hedgeDelay time.Duration // hedging is on when both are positive
 	maxHedges  int
+	budget     *RetryBudget // nil: no budget
 }
 
 func (t *Transport) settings(ctx context.Context) settings {
@@ -127,6 +128,7 @@ func (t *Transport) settings(ctx context.Context) settings {
 
 		hedgeDelay: t.hedgeDelay,
 		maxHedges:  t.maxHedges,
+		budget:     t.retryBudget(),
 	}
 	if t.maxRetriesSet {
 		s.maxRetries = t.maxRetries

@@ -43,9 +43,10 @@ type Attempt struct {
 // change.
 //
 // The zero value is ready to use, with every default: up to DefaultMaxRetries
-// retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, and
-// a pooled base transport from github.com/hashicorp/go-cleanhttp. New
-// applies options.
+// retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, a
+// retry budget of its own per destination host (RetryBudget, made on first
+// use), no circuit breaker, and a pooled base transport from
+// github.com/hashicorp/go-cleanhttp. New applies options.
 //
 // A Transport is safe for concurrent use by multiple goroutines. It must not
 // be copied after first use.
@@ -67,6 +68,12 @@ type Transport struct {
 
 	hedgeDelay time.Duration
 	maxHedges  int
+	budget     *RetryBudget // WithRetryBudget; nil with budgetSet: off
+	budgetSet  bool
+	budgetOnce sync.Once
+	ownBudget  *RetryBudget // the default budget, made on first use
+
+	breakers *breakers // WithCircuitBreaker; nil: none
 
 	baseOnce sync.Once
 	base     http.RoundTripper
@@ -74,7 +81,7 @@ type Transport struct {
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
-	// hedgeGate stands in for the retry budget in allowHedge; nil allows.
+	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
 	hedgeGate func(req *http.Request) bool
 }
 
@@ -97,7 +104,18 @@ func New(options ...func(*Transport)) *Transport {
 // returned as the server sent it, for the caller to read and close. With
 // hedging on (WithHedging), a request guessed idempotent may have several
 // attempts in flight at once; the first final answer is returned.
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (res *http.Response, err error) {
+	// 0. Fail fast while the destination's circuit is open. Otherwise the
+	// breaker, if any, sees the final outcome, after all the retries.
+	if t.breakers != nil {
+		done, refused := t.breakers.allow(req)
+		if refused != nil {
+			closeBody(req)
+			return nil, refused
+		}
+		defer func() { done(res, err) }()
+	}
+
 	ctx := req.Context()
 	s := t.settings(ctx)
 	req, injected, err := s.withIdempotencyKey(req)
@@ -113,12 +131,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.roundTripHedged(ctx, s, body, injected)
 	}
 	for count := 1; ; count++ {
-		// 1. Send one attempt, with a body of its own.
+		// 1. Send one attempt, with a body of its own. A success refills
+		// the destination's retry budget.
 		sent, err := body.request(count)
 		if err != nil {
 			return nil, err
 		}
 		res, err := t.send(sent, s.attemptTimeout)
+		s.budget.deposit(sent, res)
 		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
 			return res, nil // an upgraded connection: nothing to retry
 		}
@@ -153,7 +173,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return res, err
 		}
 
-		// 5. Let go of the response the caller will not see, and wait.
+		// 5. Spend a token of the destination's retry budget. Without one,
+		// stop: the last response as it is, or the last error marked as such.
+		if !s.budget.withdraw(sent) {
+			return res, errBudgetRefused(err)
+		}
+
+		// 6. Let go of the response the caller will not see, and wait.
 		discard(res)
 		if err := t.wait(ctx, d); err != nil {
 			return nil, err

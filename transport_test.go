@@ -445,7 +445,7 @@ func TestDiscardedResponsesLetConnectionsBeReused(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	tr := newTransport(t, noDelay)
+	tr := newTransport(t, noDelay, unlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	for range 50 {
@@ -518,7 +518,7 @@ func TestManyRetriedRequestsUseFewConnections(t *testing.T) {
 	// An idle pool that never closes a connection for want of room, so that
 	// only discarded responses could cost connections.
 	base := &http.Transport{MaxIdleConnsPerHost: 100}
-	tr := newTransport(t, retryhttp.WithTransport(base), noDelay)
+	tr := newTransport(t, retryhttp.WithTransport(base), noDelay, unlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	var wg sync.WaitGroup
@@ -554,7 +554,7 @@ func TestConcurrentUse(t *testing.T) {
 		}
 		return false
 	}))
-	tr := newTransport(t, noDelay)
+	tr := newTransport(t, noDelay, unlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	var wg sync.WaitGroup

@@ -1,0 +1,123 @@
+package storm
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+)
+
+const (
+	clients   = 50  // concurrent clients, each with a transport of its own
+	perClient = 100 // requests per client
+	wait      = time.Millisecond
+)
+
+// client is one of the 50 clients: an http.Client and how to release it.
+type client struct {
+	*http.Client
+	close func()
+}
+
+// library makes a client with a library's defaults, waits shortened to
+// about 1ms.
+type library struct {
+	name      string
+	newClient func() client
+	want      float64 // server hits per logical request
+}
+
+func libraries() []library {
+	oneMS := retryhttp.WithDelayFn(retryhttp.CustomizedDelayFn(retryhttp.CustomizedDelayFnOptions{Base: wait, Cap: wait}))
+	ours := func(opts ...retryhttp.Option) func() client {
+		return func() client {
+			tr := retryhttp.New(append([]retryhttp.Option{oneMS}, opts...)...)
+			return client{&http.Client{Transport: tr}, tr.CloseIdleConnections}
+		}
+	}
+	return []library{
+		{name: "no retries", newClient: ours(retryhttp.WithMaxRetries(0)), want: 1},
+		{
+			name: "retryhttp defaults", newClient: ours(),
+			want: float64(perClient+retryhttp.DefaultRetryBudgetCapacity) / perClient,
+		},
+		{name: "retryhttp, budget off", newClient: ours(retryhttp.WithRetryBudget(nil)), want: 4},
+		{
+			name: "hashicorp/go-retryablehttp v0.7.8 defaults",
+			newClient: func() client {
+				rc := retryablehttp.NewClient()
+				rc.RetryWaitMin, rc.RetryWaitMax = wait, wait
+				rc.Logger = nil
+				base := rc.HTTPClient.Transport.(*http.Transport)
+				return client{rc.StandardClient(), base.CloseIdleConnections}
+			},
+			want: 5,
+		},
+		{
+			name: "failsafe-go v0.9.8 failsafehttp defaults",
+			newClient: func() client {
+				base := cleanhttp.DefaultPooledTransport()
+				policy := failsafehttp.NewRetryPolicyBuilder().WithDelay(wait).Build()
+				return client{&http.Client{Transport: failsafehttp.NewRoundTripper(base, policy)}, base.CloseIdleConnections}
+			},
+			want: 3,
+		},
+	}
+}
+
+// TestAmplificationDeadBackend prints the table of docs/storms.md: 50
+// concurrent clients, each with its own transport, send 100 GETs each to a
+// loopback server that answers every request with 503.
+func TestAmplificationDeadBackend(t *testing.T) {
+	var table strings.Builder
+	fmt.Fprintf(&table, "\nMeasured amplification on a dead backend, %d clients × %d GETs:\n\n", clients, perClient)
+	fmt.Fprintf(&table, "| client | server hits per logical request |\n|---|---|\n")
+	for _, lib := range libraries() {
+		t.Run(lib.name, func(t *testing.T) {
+			got := amplification(t, lib.newClient)
+			fmt.Fprintf(&table, "| %s | %.2f× |\n", lib.name, got)
+			assert.InDelta(t, lib.want, got, 1e-9)
+		})
+	}
+	t.Log(table.String())
+}
+
+// amplification returns the server hits per logical request.
+func amplification(t *testing.T, newClient func() client) float64 {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	var wg sync.WaitGroup
+	for range clients {
+		c := newClient()
+		defer c.close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perClient {
+				res, err := c.Get(srv.URL)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(hits.Load()) / (clients * perClient)
+}

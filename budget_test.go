@@ -1,0 +1,509 @@
+package retryhttp_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// deadServer answers every request with 503 and the body "down".
+func deadServer(t testing.TB) *countingServer {
+	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "down")
+	})
+}
+
+// okServer answers every request with 200.
+func okServer(t testing.TB) *countingServer {
+	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+}
+
+// failOnceServer fails the first request to each path with 503, and
+// answers the others with 200.
+func failOnceServer(t testing.TB) *countingServer {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		first := !seen[r.URL.Path]
+		seen[r.URL.Path] = true
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+}
+
+// newClient returns a client whose transport never waits between attempts.
+func newClient(t testing.TB, opts ...retryhttp.Option) *http.Client {
+	t.Helper()
+	tr := retryhttp.New(append([]retryhttp.Option{noDelay}, opts...)...)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// get sends a GET and returns its status, the body read and closed.
+func get(t testing.TB, c *http.Client, url string) int {
+	t.Helper()
+	res, err := c.Get(url)
+	if !assert.NoError(t, err) {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// getMany sends n GETs to url from workers goroutines.
+func getMany(t testing.TB, c *http.Client, url string, n, workers int) {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				get(t, c, url)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestBudgetBucketArithmetic(t *testing.T) {
+	const u = "http://example.com/"
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+
+	for i := range 10 {
+		require.True(t, retryhttp.BudgetWithdraw(b, u), "retry %d of a fresh budget", i+1)
+	}
+	require.False(t, retryhttp.BudgetWithdraw(b, u), "the 11th retry in a row")
+	require.False(t, retryhttp.BudgetWithdraw(b, u), "refusals take nothing and give nothing")
+
+	for range 9 {
+		retryhttp.BudgetDeposit(b, u, http.StatusOK)
+	}
+	assert.InDelta(t, 0.9, retryhttp.BudgetTokens(b, u), 1e-9)
+	require.False(t, retryhttp.BudgetWithdraw(b, u), "0.9 tokens are not a retry")
+	retryhttp.BudgetDeposit(b, u, http.StatusNotFound) // 4xx: the server answers
+	require.True(t, retryhttp.BudgetWithdraw(b, u), "ten successes make one retry")
+	assert.InDelta(t, 0, retryhttp.BudgetTokens(b, u), 1e-9)
+
+	for range 1000 {
+		retryhttp.BudgetDeposit(b, u, http.StatusOK)
+	}
+	assert.InDelta(t, 10, retryhttp.BudgetTokens(b, u), 1e-9, "never above capacity")
+}
+
+func TestBudgetWhatDeposits(t *testing.T) {
+	tests := []struct {
+		name   string
+		give   int
+		header string // a Retry-After value, if any
+		want   bool
+	}{
+		{name: "200", give: 200, want: true},
+		{name: "204", give: 204, want: true},
+		{name: "304", give: 304, want: true},
+		{name: "404", give: 404, want: true},
+		{name: "409", give: 409, want: true},
+		{name: "429", give: 429, want: false},
+		{name: "400 with Retry-After", give: 400, header: "1", want: false},
+		{name: "200 with Retry-After", give: 200, header: "1", want: true},
+		{name: "500", give: 500, want: false},
+		{name: "503", give: 503, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				if tt.header != "" {
+					w.Header().Set("Retry-After", tt.header)
+				}
+				w.WriteHeader(tt.give)
+			})
+			// Empty the host's bucket of one token, then send one attempt
+			// through a transport sharing the budget: a success refills it.
+			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, Ratio: 1})
+			require.True(t, retryhttp.BudgetWithdraw(b, srv.URL))
+			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+			get(t, c, srv.URL)
+			assert.Equal(t, tt.want, retryhttp.BudgetTokens(b, srv.URL) == 1)
+		})
+	}
+}
+
+func TestBudgetOptionsInvalidMeanDefault(t *testing.T) {
+	tests := []struct {
+		name        string
+		give        retryhttp.RetryBudgetOptions
+		wantRetries int     // retries allowed in a row from fresh
+		wantRefill  float64 // tokens after 10 successes from empty
+	}{
+		{name: "zero", give: retryhttp.RetryBudgetOptions{}, wantRetries: 10, wantRefill: 1},
+		{name: "negative", give: retryhttp.RetryBudgetOptions{Ratio: -1, Capacity: -5, MaxHosts: -1}, wantRetries: 10, wantRefill: 1},
+		{name: "NaN", give: retryhttp.RetryBudgetOptions{Ratio: math.NaN()}, wantRetries: 10, wantRefill: 1},
+		{name: "Inf", give: retryhttp.RetryBudgetOptions{Ratio: math.Inf(1)}, wantRetries: 10, wantRefill: 1},
+		{name: "custom", give: retryhttp.RetryBudgetOptions{Ratio: 0.5, Capacity: 3}, wantRetries: 3, wantRefill: 3},
+		{name: "ratio above capacity", give: retryhttp.RetryBudgetOptions{Ratio: 100, Capacity: 2}, wantRetries: 2, wantRefill: 2},
+		{name: "tiny ratio", give: retryhttp.RetryBudgetOptions{Ratio: 1e-12, Capacity: 1}, wantRetries: 1, wantRefill: 10e-6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const u = "http://example.com/"
+			b := retryhttp.NewRetryBudget(tt.give)
+			n := 0
+			for retryhttp.BudgetWithdraw(b, u) {
+				n++
+			}
+			assert.Equal(t, tt.wantRetries, n)
+			for range 10 {
+				retryhttp.BudgetDeposit(b, u, 200)
+			}
+			assert.InDelta(t, tt.wantRefill, retryhttp.BudgetTokens(b, u), 1e-9)
+		})
+	}
+}
+
+func TestHostKey(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{give: "http://example.com/a?b", want: "http://example.com:80"},
+		{give: "http://example.com:80/", want: "http://example.com:80"},
+		{give: "https://example.com/", want: "https://example.com:443"},
+		{give: "https://example.com:8443/", want: "https://example.com:8443"},
+		{give: "http://user:pw@127.0.0.1:8080/x", want: "http://127.0.0.1:8080"},
+		{give: "http://[::1]/", want: "http://[::1]:80"},
+		{give: "http://[::1]:9000/", want: "http://[::1]:9000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryhttp.HostKey(tt.give))
+		})
+	}
+}
+
+func TestBudgetSeparatesSchemesAndPorts(t *testing.T) {
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
+	require.True(t, retryhttp.BudgetWithdraw(b, "http://example.com/"))
+	assert.False(t, retryhttp.BudgetWithdraw(b, "http://example.com:80/other"), "same host, default port spelled out")
+	assert.True(t, retryhttp.BudgetWithdraw(b, "https://example.com/"), "another scheme")
+	assert.True(t, retryhttp.BudgetWithdraw(b, "http://example.com:8080/"), "another port")
+	assert.True(t, retryhttp.BudgetWithdraw(b, "http://example.org/"), "another host")
+}
+
+func TestBudgetMaxHosts(t *testing.T) {
+	tests := []struct {
+		name string
+		give int
+		want int
+	}{
+		{name: "default", give: 0, want: retryhttp.DefaultRetryBudgetMaxHosts},
+		{name: "100", give: 100, want: 100},
+		{name: "fewer than shards", give: 5, want: 5},
+		{name: "one", give: 1, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxHosts: tt.give})
+			for i := range 10_000 {
+				retryhttp.BudgetWithdraw(b, fmt.Sprintf("http://host-%d.example/", i))
+				if i%100 == 0 {
+					require.LessOrEqual(t, retryhttp.BudgetHosts(b), tt.want)
+				}
+			}
+			assert.LessOrEqual(t, retryhttp.BudgetHosts(b), tt.want)
+			assert.Greater(t, retryhttp.BudgetHosts(b), tt.want/2, "shards fill up")
+		})
+	}
+}
+
+func TestBudgetEvictedHostStartsFull(t *testing.T) {
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxHosts: 1, Capacity: 1})
+	require.True(t, retryhttp.BudgetWithdraw(b, "http://a.example/"))
+	require.False(t, retryhttp.BudgetWithdraw(b, "http://a.example/"))
+	require.True(t, retryhttp.BudgetWithdraw(b, "http://b.example/"), "b evicts a")
+	assert.Equal(t, 1, retryhttp.BudgetHosts(b))
+	assert.True(t, retryhttp.BudgetWithdraw(b, "http://a.example/"), "an evicted host starts again full")
+}
+
+func TestBudgetEvictsAFullBucketFirst(t *testing.T) {
+	// Of eight buckets, one is full: forgetting it loses nothing, so it is
+	// the one evicted, whatever the map's iteration order.
+	for i := range 100 {
+		full := i % 8
+		idle := make([]bool, 8)
+		idle[full] = true
+		assert.Equal(t, full, retryhttp.Evict(idle), "round %d", i)
+	}
+}
+
+func TestBudgetDeadBackend(t *testing.T) {
+	srv := deadServer(t)
+	c := newClient(t)
+
+	const requests = 2000
+	getMany(t, c, srv.URL, requests, 8)
+
+	hits := srv.attempts.Load()
+	t.Logf("dead backend, %d GETs, 8 goroutines, one Transport with the default budget: %d attempts = %.4f× (without a budget: %d = 4×)",
+		requests, hits, float64(hits)/requests, 4*requests)
+	assert.Equal(t, int64(requests+retryhttp.DefaultRetryBudgetCapacity), hits,
+		"the first attempts, plus the ten retries of a full bucket")
+}
+
+func TestBudgetIsolatedFailuresAllRetried(t *testing.T) {
+	srv := failOnceServer(t)
+	c := newClient(t)
+
+	for i := range 10 {
+		assert.Equal(t, http.StatusOK, get(t, c, fmt.Sprintf("%s/%d", srv.URL, i)), "request %d", i)
+	}
+	assert.EqualValues(t, 20, srv.attempts.Load(), "every failure retried once")
+}
+
+func TestBudgetFreshTransportRetriesLikeV1(t *testing.T) {
+	// Code written for justinrixx/retryhttp v1 sees 3 retries per failing
+	// request, for the first three dead requests (9 retries of 10 tokens).
+	srv := deadServer(t)
+	c := newClient(t)
+	for i := range 3 {
+		before := srv.attempts.Load()
+		assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
+		assert.EqualValues(t, 4, srv.attempts.Load()-before, "request %d", i+1)
+	}
+}
+
+func TestBudgetSteadyState(t *testing.T) {
+	const (
+		requests = 5000
+		failure  = 0.2
+	)
+	var mu sync.Mutex
+	rnd := rand.New(rand.NewPCG(1, 2))
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		fail := rnd.Float64() < failure
+		mu.Unlock()
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	c := newClient(t)
+
+	getMany(t, c, srv.URL, requests, 8)
+
+	retries := srv.attempts.Load() - requests
+	ratio := float64(retries) / requests
+	t.Logf("%.0f%% failures, %d requests: %d retries = %.4f of first attempts (without a budget: ~%.2f)",
+		failure*100, requests, retries, ratio, failure+failure*failure+failure*failure*failure)
+	assert.LessOrEqual(t, ratio, retryhttp.DefaultRetryBudgetRatio+float64(retryhttp.DefaultRetryBudgetCapacity)/requests)
+	assert.Greater(t, ratio, 0.05, "the budget spends what it earns")
+}
+
+func TestBudgetRecovers(t *testing.T) {
+	var healthy atomic.Bool
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() || r.URL.Path == "/flaky" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	c := newClient(t)
+
+	// Dead: the bucket empties.
+	for range 10 {
+		get(t, c, srv.URL)
+	}
+	before := srv.attempts.Load()
+	get(t, c, srv.URL+"/flaky")
+	require.EqualValues(t, 1, srv.attempts.Load()-before, "no token left: no retry")
+
+	// Healthy: 100 successes refill ten tokens.
+	healthy.Store(true)
+	for range 100 {
+		require.Equal(t, http.StatusOK, get(t, c, srv.URL))
+	}
+	before = srv.attempts.Load()
+	get(t, c, srv.URL+"/flaky")
+	assert.EqualValues(t, 4, srv.attempts.Load()-before, "retried again after recovery")
+}
+
+func TestBudgetShared(t *testing.T) {
+	srv := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c1 := newClient(t, retryhttp.WithRetryBudget(b))
+	c2 := newClient(t, retryhttp.WithRetryBudget(b))
+
+	for range 5 {
+		get(t, c1, srv.URL)
+	}
+	require.EqualValues(t, 15, srv.attempts.Load(), "c1 spent the ten tokens")
+	get(t, c2, srv.URL)
+	assert.EqualValues(t, 16, srv.attempts.Load(), "c2 shares the empty bucket: no retry")
+}
+
+func TestBudgetOptOut(t *testing.T) {
+	srv := deadServer(t)
+	c := newClient(t, retryhttp.WithRetryBudget(nil))
+
+	getMany(t, c, srv.URL, 100, 4)
+	assert.EqualValues(t, 400, srv.attempts.Load(), "every request retried three times")
+}
+
+func TestBudgetPerHost(t *testing.T) {
+	a, b := deadServer(t), deadServer(t)
+	c := newClient(t)
+
+	for range 10 {
+		get(t, c, a.URL)
+	}
+	require.EqualValues(t, 20, a.attempts.Load(), "a's bucket is empty")
+	get(t, c, b.URL)
+	assert.EqualValues(t, 4, b.attempts.Load(), "b keeps its own")
+}
+
+func TestBudgetRefusalJoinsTheNetError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String() + "/"
+	require.NoError(t, ln.Close())
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
+	c := newClient(t, retryhttp.WithRetryBudget(b))
+
+	_, err = c.Get(url) // one retry, then refused
+	require.Error(t, err)
+	assert.ErrorIs(t, err, retryhttp.ErrRetryBudgetExhausted)
+	assert.NotErrorIs(t, err, retryhttp.ErrRetriesExhausted)
+	var opErr *net.OpError
+	assert.ErrorAs(t, err, &opErr)
+	assert.Contains(t, err.Error(), "retryhttp: retry budget exhausted: ")
+
+	_, err = c.Get(url) // refused at once
+	assert.ErrorIs(t, err, retryhttp.ErrRetryBudgetExhausted)
+	assert.ErrorAs(t, err, &opErr)
+}
+
+func TestBudgetRefusalReturnsTheResponse(t *testing.T) {
+	srv := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
+	c := newClient(t, retryhttp.WithRetryBudget(b))
+	get(t, c, srv.URL) // spends the token
+
+	res, err := c.Get(srv.URL)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Equal(t, "down", string(body))
+	assert.EqualValues(t, 3, srv.attempts.Load())
+}
+
+// sharedResTransport answers every request in memory with one shared response.
+type sharedResTransport struct{ res http.Response }
+
+//go:noinline
+func (m *sharedResTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	res := m.res
+	return &res, nil
+}
+
+func TestBudgetHappyPathAllocatesNothing(t *testing.T) {
+	base := &sharedResTransport{res: http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}}
+	req, err := http.NewRequest(http.MethodGet, "http://example.com/", nil)
+	require.NoError(t, err)
+	// A host whose bucket is far from full: every GET deposits with a CAS.
+	refilling := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1000})
+	for retryhttp.BudgetWithdraw(refilling, req.URL.String()) {
+	}
+	zero := &retryhttp.Transport{}
+	retryhttp.SetBase(zero, base)
+
+	var rt http.RoundTripper = base
+	bare := testing.AllocsPerRun(200, func() { _, _ = rt.RoundTrip(req) })
+	tests := []struct {
+		name string
+		give http.RoundTripper
+	}{
+		{name: "zero Transport, default budget, no bucket", give: zero},
+		{name: "shared budget, bucket refilling", give: retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(refilling))},
+		{name: "budget off", give: retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _ = tt.give.RoundTrip(req) // makes the default budget
+			got := testing.AllocsPerRun(200, func() { _, _ = tt.give.RoundTrip(req) })
+			assert.LessOrEqual(t, got, bare, "allocations per GET: %v through the transport, %v bare", got, bare)
+		})
+	}
+	assert.Less(t, retryhttp.BudgetTokens(refilling, req.URL.String()), 1000.0, "the bucket was refilling throughout")
+}
+
+func TestBudgetRefusalsKeepTheConnection(t *testing.T) {
+	// Responses the caller does not see (retried ones) are drained and
+	// closed, and the one a refused retry returns is read by the caller:
+	// every request reuses one connection.
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := newClient(t)
+	for range 20 {
+		get(t, c, srv.URL)
+	}
+	assert.EqualValues(t, 1, conns.Load(), "one connection, reused")
+}
+
+func TestErrRetryBudgetExhaustedIsDistinct(t *testing.T) {
+	assert.False(t, errors.Is(retryhttp.ErrRetryBudgetExhausted, retryhttp.ErrRetriesExhausted))
+	assert.True(t, strings.HasPrefix(retryhttp.ErrRetryBudgetExhausted.Error(), "retryhttp: "))
+}
+
+func TestBudgetUnsentRetryCostsNothing(t *testing.T) {
+	// A Retry-After beyond WithMaxDelay ends the request without a retry:
+	// no token is spent on it.
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c := &http.Client{Transport: retryhttp.New(retryhttp.WithRetryBudget(b))}
+	t.Cleanup(c.CloseIdleConnections)
+	for range 20 {
+		assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
+	}
+	assert.EqualValues(t, 20, srv.attempts.Load())
+	assert.InDelta(t, 10, retryhttp.BudgetTokens(b, srv.URL), 1e-9)
+}
