@@ -91,15 +91,16 @@ type hedge struct {
 	cancels  []context.CancelFunc // cancels[n-1] ends attempt n; len is the attempts sent
 	inFlight int
 	refused  bool // the budget refused an attempt: no more are sent
+	why      StopReason
 }
 
 // roundTripHedged sends req's attempts in parallel as WithHedging describes.
-func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay, injected bool) (*http.Response, error) {
+func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay, injected bool) (*http.Response, ending, error) {
 	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
 	h := &hedge{t: t, s: s, body: body, injected: injected, ctx: ctx,
 		results: make(chan outcome)}
 	if err := h.launch(); err != nil {
-		return nil, err
+		return nil, ending{StopError, 0}, err
 	}
 	timer := time.NewTimer(s.hedgeDelay)
 	defer timer.Stop()
@@ -108,19 +109,20 @@ func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay
 		select {
 		case <-ctx.Done():
 			// 1. The caller gave up: end every attempt.
-			return nil, h.abort(ctx.Err())
+			return nil, ending{StopCanceled, len(h.cancels)}, h.abort(ctx.Err())
 		case <-timer.C:
 			// 2. No answer within the hedge delay: one more in parallel.
 			if h.inFlight <= maxHedges {
 				if _, err := h.next(); err != nil {
-					return nil, h.abort(err)
+					return nil, ending{StopError, len(h.cancels)}, h.abort(err)
 				}
 			}
 		case o := <-h.results:
 			// 3. An answer: final, or a failure replaced at once.
 			h.inFlight--
 			if h.final(&o) {
-				return h.win(o)
+				res, err := h.win(o)
+				return res, ending{h.why, len(h.cancels)}, err
 			}
 		}
 		// 4. The hedge delay runs from the latest attempt.
@@ -136,7 +138,8 @@ func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay
 // allowed it, and let go of.
 func (h *hedge) final(o *outcome) bool {
 	if o.res != nil && o.res.StatusCode == http.StatusSwitchingProtocols {
-		return true // an upgraded connection: nothing to retry
+		h.why = StopSuccess // an upgraded connection: nothing to retry
+		return true
 	}
 	a := Attempt{
 		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
@@ -144,12 +147,14 @@ func (h *hedge) final(o *outcome) bool {
 		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
 	}
 	if !h.s.shouldRetry(a) {
+		h.why = settled(h.ctx, o.res, o.err)
 		return true
 	}
 	launched, err := h.next()
 	if err != nil {
 		discard(o.res)
 		o.res, o.err = nil, err
+		h.why = StopError
 		return true
 	}
 	if launched || h.inFlight > 0 {
@@ -159,11 +164,13 @@ func (h *hedge) final(o *outcome) bool {
 	}
 	// Nothing left to wait for: the last outcome, as the retry loop returns
 	// it.
-	switch {
-	case o.err == nil:
-	case h.refused:
+	if h.refused {
+		h.why = StopBudgetRefused
 		o.err = errBudgetRefused(o.err)
-	default:
+		return true
+	}
+	h.why = StopRetriesExhausted
+	if o.err != nil {
 		o.err = errExhausted(len(h.cancels), o.err)
 	}
 	return true

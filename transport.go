@@ -104,28 +104,36 @@ func New(options ...func(*Transport)) *Transport {
 // returned as the server sent it, for the caller to read and close. With
 // hedging on (WithHedging), a request guessed idempotent may have several
 // attempts in flight at once; the first final answer is returned.
-func (t *Transport) RoundTrip(req *http.Request) (res *http.Response, err error) {
-	// 0. Fail fast while the destination's circuit is open. Otherwise the
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// Fail fast while the destination's circuit is open. Otherwise the
 	// breaker, if any, sees the final outcome, after all the retries.
+	var done func(*http.Response, error)
 	if t.breakers != nil {
-		done, refused := t.breakers.allow(req)
-		if refused != nil {
+		var refused error
+		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			return nil, refused
 		}
-		defer func() { done(res, err) }()
 	}
+	res, _, err := t.roundTrip(req)
+	if done != nil {
+		done(res, err)
+	}
+	return res, err
+}
 
+// roundTrip sends the attempts of one logical request and says how it ended.
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		closeBody(req)
-		return nil, err
+		return nil, ending{StopError, 0}, err
 	}
 	body, err := newReplay(req, &s)
 	if err != nil {
-		return nil, err
+		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(req, injected, &body) {
 		return t.roundTripHedged(ctx, s, body, injected)
@@ -135,18 +143,19 @@ func (t *Transport) RoundTrip(req *http.Request) (res *http.Response, err error)
 		// the destination's retry budget.
 		sent, err := body.request(count)
 		if err != nil {
-			return nil, err
+			return nil, ending{StopError, count - 1}, err
 		}
 		res, err := t.send(sent, s.attemptTimeout)
 		s.budget.deposit(sent, res)
 		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
-			return res, nil // an upgraded connection: nothing to retry
+			// An upgraded connection: nothing to retry.
+			return res, ending{StopSuccess, count}, nil
 		}
 
 		// 2. Ask the policy, unless the request cannot be sent again (no
 		// retries configured, or a body that cannot be replayed).
 		if s.maxRetries == 0 || !body.replayable() {
-			return res, err
+			return res, ending{settled(ctx, res, err), count}, err
 		}
 		a := Attempt{
 			Count: count, Req: sent, Res: res, Err: err,
@@ -154,35 +163,38 @@ func (t *Transport) RoundTrip(req *http.Request) (res *http.Response, err error)
 			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
 		}
 		if !s.shouldRetry(a) {
-			return res, err
+			return res, ending{settled(ctx, res, err), count}, err
 		}
 
 		// 3. Out of retries: the last response as it is, or the last error
 		// marked as such.
 		if count > s.maxRetries {
 			if err != nil {
-				return nil, errExhausted(count, err)
+				err = errExhausted(count, err)
 			}
-			return res, nil
+			return res, ending{StopRetriesExhausted, count}, err
 		}
 
-		// 4. Choose the wait. Don't wait past the caller's deadline, nor
-		// longer than the transport allows: hand over the last outcome.
+		// 4. Choose the wait. Don't wait longer than the transport allows,
+		// nor past the caller's deadline: hand over the last outcome.
 		d := max(s.delay(a), 0)
-		if d > s.maxDelay || t.pastDeadline(ctx, d) {
-			return res, err
+		if d > s.maxDelay {
+			return res, ending{StopDelayTooLong, count}, err
+		}
+		if t.pastDeadline(ctx, d) {
+			return res, ending{StopDeadline, count}, err
 		}
 
 		// 5. Spend a token of the destination's retry budget. Without one,
 		// stop: the last response as it is, or the last error marked as such.
 		if !s.budget.withdraw(sent) {
-			return res, errBudgetRefused(err)
+			return res, ending{StopBudgetRefused, count}, errBudgetRefused(err)
 		}
 
 		// 6. Let go of the response the caller will not see, and wait.
 		discard(res)
 		if err := t.wait(ctx, d); err != nil {
-			return nil, err
+			return nil, ending{StopCanceled, count}, err
 		}
 	}
 }

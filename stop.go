@@ -1,0 +1,99 @@
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+)
+
+// StopReason says why the transport stopped sending attempts of a request:
+// the outcome it returned was final, or retrying it was not possible or not
+// allowed.
+type StopReason uint8
+
+const (
+	// StopSuccess: the last attempt brought a response with a status below
+	// 400, which is never retried.
+	StopSuccess StopReason = iota + 1
+
+	// StopNotRetryable: the last attempt failed in a way the ShouldRetryFn
+	// does not retry, or the request could not be sent again (retries off,
+	// or a body that cannot be replayed).
+	StopNotRetryable
+
+	// StopRetriesExhausted: the last attempt was retryable, but the retry
+	// limit was reached.
+	StopRetriesExhausted
+
+	// StopBudgetRefused: the destination's retry budget refused the retry.
+	StopBudgetRefused
+
+	// StopCircuitOpen: the destination's circuit breaker is open; nothing
+	// was sent.
+	StopCircuitOpen
+
+	// StopDelayTooLong: the wait before the retry (a Retry-After, say) was
+	// longer than the maximum delay (WithMaxDelay).
+	StopDelayTooLong
+
+	// StopDeadline: the wait before the retry would have ended after the
+	// request context's deadline.
+	StopDeadline
+
+	// StopCanceled: the caller's context was cancelled or reached its
+	// deadline.
+	StopCanceled
+
+	// StopError: the transport could not prepare an attempt: the request
+	// body could not be buffered or replayed, or no idempotency key could
+	// be made.
+	StopError
+)
+
+var stopReasonNames = [...]string{
+	StopSuccess:          "success",
+	StopNotRetryable:     "not retryable",
+	StopRetriesExhausted: "retries exhausted",
+	StopBudgetRefused:    "budget refused",
+	StopCircuitOpen:      "circuit open",
+	StopDelayTooLong:     "delay too long",
+	StopDeadline:         "deadline too close",
+	StopCanceled:         "canceled",
+	StopError:            "error",
+}
+
+// String returns the reason in words, such as "retries exhausted".
+func (r StopReason) String() string {
+	if int(r) < len(stopReasonNames) && stopReasonNames[r] != "" {
+		return stopReasonNames[r]
+	}
+	return "unknown"
+}
+
+// GaveUp reports whether the request failed because retrying was cut short
+// by the transport's defences or limits (retries exhausted, budget refused,
+// circuit open, a delay too long or a deadline too close), rather than
+// succeeding or failing in a way that is never retried.
+func (r StopReason) GaveUp() bool {
+	switch r {
+	case StopRetriesExhausted, StopBudgetRefused, StopCircuitOpen, StopDelayTooLong, StopDeadline:
+		return true
+	}
+	return false
+}
+
+// ending is how one logical request ended: why, after how many attempts.
+type ending struct {
+	why      StopReason
+	attempts int
+}
+
+// settled is the reason for an outcome the ShouldRetryFn did not retry.
+func settled(ctx context.Context, res *http.Response, err error) StopReason {
+	switch {
+	case err == nil && res != nil && res.StatusCode < 400:
+		return StopSuccess
+	case ctx.Err() != nil:
+		return StopCanceled
+	}
+	return StopNotRetryable
+}
