@@ -27,13 +27,19 @@
 // host, on by default (RetryBudget): a fresh transport gets 10 retries in a
 // row, then retries are capped at a tenth of the successes, so a dead
 // backend sees about 1.0× its callers' requests instead of 4×. A circuit
-// breaker per host is available (WithCircuitBreaker). docs/storms.md gives
-// the arithmetic and measurements.
+// breaker per host is available (WithCircuitBreaker), and so is hedging of
+// idempotent requests (WithHedging), whose hedges spend the same budget.
+// docs/storms.md gives the arithmetic and measurements.
 //
 // Where it sits: the Transport wraps a base transport (WithTransport), which
 // sends each attempt. Instrumentation that should see every attempt (an
 // otelhttp transport, say) goes below it, as its base; instrumentation that
-// should see one logical request goes above it.
+// should see one logical request goes above it. Inside the Transport, the
+// policies wrap each other in this order, outermost first: the circuit
+// breaker (one sample per logical request, after its retries), the
+// idempotency key (one per logical request), the retry loop or the hedged
+// path, the retry budget (asked before each retry or hedge), and the
+// per-attempt timeout around each attempt.
 //
 // The docs/ folder of the repository describes the defaults (docs/default.md)
 // and every option (docs/options.md).
