@@ -211,11 +211,21 @@ func IsTimeoutErr(err error) bool {
 // isDialErr reports whether err comes from dialing: the connection was never
 // made, so the request was never written.
 func isDialErr(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || hasDialOp(err)
+}
+
+// hasDialOp reports whether err wraps a *net.OpError whose Op is "dial", at
+// any depth: net/http wraps a failed dial to a proxy in an OpError of its own
+// ("proxyconnect"), and errors.As stops at the first.
+func hasDialOp(err error) bool {
 	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return true
+	for errors.As(err, &opErr) {
+		if opErr.Op == "dial" {
+			return true
+		}
+		err = opErr.Err
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	return false
 }
 
 // isConnLost reports whether the connection broke before a response arrived:

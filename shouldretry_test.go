@@ -88,6 +88,8 @@ var (
 		"refused":      errRefused,
 		"refused bare": errRefusedBare,
 		"dial timeout": &net.OpError{Op: "dial", Net: "tcp", Err: fakeTimeoutErr{}},
+		// Regression: only the outermost OpError was looked at.
+		"dial to a proxy": &net.OpError{Op: "proxyconnect", Net: "tcp", Err: errDial},
 	}
 
 	idempotentReqs = map[string]func(context.Context) *http.Request{
