@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 )
 
@@ -48,8 +49,9 @@ type CustomizedShouldRetryFnOptions struct {
 // returns true for:
 //   - an error that proves the request never left the client: a DNS error, a
 //     refused connection or any other failure to dial;
-//   - a timeout (IsTimeoutErr), a connection reset or an unexpected EOF before
-//     any response, when the request is guessed idempotent;
+//   - a timeout (IsTimeoutErr), or a connection lost before any response (a
+//     reset, an unexpected EOF, a write to a closed connection, an HTTP/2
+//     stream reset or GOAWAY), when the request is guessed idempotent;
 //   - a response with status 429, or with a status of 400 or above and a
 //     Retry-After header;
 //   - a response with status 502 or 503, when the request is guessed
@@ -209,19 +211,89 @@ func IsTimeoutErr(err error) bool {
 // isDialErr reports whether err comes from dialing: the connection was never
 // made, so the request was never written.
 func isDialErr(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || hasDialOp(err)
+}
+
+// hasDialOp reports whether err wraps a *net.OpError whose Op is "dial", at
+// any depth: net/http wraps a failed dial to a proxy in an OpError of its own
+// ("proxyconnect"), and errors.As stops at the first.
+func hasDialOp(err error) bool {
 	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return true
+	for errors.As(err, &opErr) {
+		if opErr.Op == "dial" {
+			return true
+		}
+		err = opErr.Err
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	return false
 }
 
 // isConnLost reports whether the connection broke before a response arrived:
-// a reset, a broken pipe, or the server closing it early.
+// a reset, a broken pipe, the server closing it early, or a write to a
+// connection already closed (net.ErrClosed: net/http closes a keep-alive
+// connection when it sees the server close it, which can be while a request
+// is being written to it); or, in HTTP/2, the stream was reset or the server
+// closed the connection after a GOAWAY.
 func isConnLost(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, io.EOF)
+		errors.Is(err, io.EOF) ||
+		isHTTP2StreamReset(err) ||
+		isHTTP2GoAway(err)
+}
+
+// http2StreamError has the fields of net/http's HTTP/2 stream error, an
+// unexported copy of golang.org/x/net/http2.StreamError. That error has an As
+// method which converts it into any struct with the same field names and
+// convertible field types, so errors.As matches it by type, without a
+// dependency on x/net.
+type http2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e http2StreamError) Error() string { return "http2 stream error" }
+
+// isHTTP2StreamReset reports whether err is an HTTP/2 stream error: the
+// stream was reset (RST_STREAM) before a response arrived, while the request
+// may have been processed. (A REFUSED_STREAM, which proves it was not, is
+// retried by net/http itself.)
+func isHTTP2StreamReset(err error) bool {
+	var se http2StreamError
+	return errors.As(err, &se)
+}
+
+// http2GoAwayPrefix begins the message of net/http's error for a request in
+// flight on a connection that the server closed after sending GOAWAY
+// ("http2: server sent GOAWAY and closed the connection; LastStreamID=…"), the
+// same as that of golang.org/x/net/http2.GoAwayError. The type is unexported
+// and, unlike the stream error, has no As method: its message is all there is
+// to match, so only that fixed prefix is matched, at the start of an error's
+// own message.
+const http2GoAwayPrefix = "http2: server sent GOAWAY and closed the connection"
+
+// isHTTP2GoAway reports whether err, or an error it wraps, is the error of a
+// request in flight on a connection the server closed after a GOAWAY.
+func isHTTP2GoAway(err error) bool {
+	if err == nil {
+		return false
+	}
+	if strings.HasPrefix(err.Error(), http2GoAwayPrefix) {
+		return true
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		return isHTTP2GoAway(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if isHTTP2GoAway(inner) {
+				return true
+			}
+		}
+	}
+	return false
 }

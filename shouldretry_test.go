@@ -75,6 +75,9 @@ var (
 		"io.ErrUnexpectedEOF":      io.ErrUnexpectedEOF,
 		"io.EOF":                   &url.Error{Op: "Get", URL: "http://x/", Err: io.EOF},
 		"context.DeadlineExceeded": fmt.Errorf("per-attempt: %w", context.DeadlineExceeded),
+		"write on closed conn":     &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed},
+		"HTTP/2 GOAWAY and close": &url.Error{Op: "Get", URL: "https://x/", Err: errors.New(
+			"http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=\"\"")},
 	}
 
 	// Errors after which the request surely never left the client.
@@ -85,6 +88,8 @@ var (
 		"refused":      errRefused,
 		"refused bare": errRefusedBare,
 		"dial timeout": &net.OpError{Op: "dial", Net: "tcp", Err: fakeTimeoutErr{}},
+		// Regression: only the outermost OpError was looked at.
+		"dial to a proxy": &net.OpError{Op: "proxyconnect", Net: "tcp", Err: errDial},
 	}
 
 	idempotentReqs = map[string]func(context.Context) *http.Request{
@@ -154,6 +159,8 @@ func errorCases(ctx context.Context) []shouldRetryCase {
 		add("non-timeout net.Error/"+m, fakeReq(ctx, m), fakeNonTimeoutErr{}, false)
 		add("context.Canceled/"+m, fakeReq(ctx, m), context.Canceled, false)
 		add("ErrBufferingBody/"+m, fakeReq(ctx, m), retryhttp.ErrBufferingBody, false)
+		add("GOAWAY message not at the start/"+m, fakeReq(ctx, m),
+			errors.New("proxy: http2: server sent GOAWAY and closed the connection"), false)
 	}
 	add("timeout without request", nil, fakeTimeoutErr{}, false)
 	add("DNS without request", nil, errDNS, true)

@@ -1,0 +1,121 @@
+package retryhttp_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+)
+
+// Connections the server ends between requests.
+
+// TestConnectionsClosedBetweenRequests: servers that end connections between
+// requests (HTTP/2 idle GOAWAY, HTTP/1.1 keep-alives turned off or idle
+// connections closed) cost no request: each is one attempt for the policy,
+// read once by the server, whole. net/http replays a request sent on a
+// connection the server had already closed; this transport never sees it.
+func TestConnectionsClosedBetweenRequests(t *testing.T) {
+	const perKind = 20
+	tests := []struct {
+		name  string
+		start func(t *testing.T, h handlerFn) (*countingServer, *http.Transport)
+	}{
+		{name: "HTTP/2 idle timeout GOAWAY", start: func(t *testing.T, h handlerFn) (*countingServer, *http.Transport) {
+			srv := startServer(t, h, true, func(s *countingServer) { s.Config.IdleTimeout = 20 * time.Millisecond })
+			return srv, h2Base(t, srv.Server)
+		}},
+		{name: "HTTP/1.1 keep-alives turned off", start: func(t *testing.T, h handlerFn) (*countingServer, *http.Transport) {
+			var srv *countingServer
+			srv = startServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+				srv.Config.SetKeepAlivesEnabled(n%2 == 0) // every other response ends its connection
+				h(n, w, r)
+			}, false, nil)
+			return srv, &http.Transport{}
+		}},
+		{name: "HTTP/1.1 idle connections closed", start: func(t *testing.T, h handlerFn) (*countingServer, *http.Transport) {
+			return startServer(t, h, false, closeIdle), &http.Transport{}
+		}},
+	}
+	for _, tt := range tests {
+		for _, k := range requestKinds {
+			t.Run(tt.name+"/"+k.name, func(t *testing.T) {
+				var sums bodySums
+				srv, base := tt.start(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+					sums.read(r)
+					_, _ = w.Write(okBody)
+				})
+				t.Cleanup(base.CloseIdleConnections)
+				counted := &countingTransport{RoundTripper: base}
+				tr := newTransport(t, retryhttp.WithTransport(counted), noDelay)
+				var sent []byte
+				if k.body {
+					sent = payload(4 << 10)
+				}
+				for i := range perKind {
+					time.Sleep(time.Duration(1+i%3) * 10 * time.Millisecond) // 10, 20 or 30ms idle
+					res, err := tr.RoundTrip(k.newRequest(t, context.Background(), srv.URL, sent))
+					wantBody(200, okBody)(t, res, err)
+				}
+
+				assert.Equal(t, int64(perKind), counted.attempts.Load(), "one attempt each")
+				assert.Equal(t, int64(perKind), srv.attempts.Load(), "each read once by the server")
+				assert.LessOrEqual(t, srv.conns.Load(), int64(perKind))
+				sums.assertAll(t, sent, perKind)
+			})
+		}
+	}
+}
+
+// closeIdle makes a server close every connection as soon as it is idle,
+// after each response.
+func closeIdle(s *countingServer) {
+	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			s.conns.Add(1)
+		case http.StateIdle:
+			c.Close()
+		}
+	}
+}
+
+// Regression: an idempotent request written to a keep-alive connection that
+// the server closed just before fails with a write on a closed connection
+// (net.ErrClosed). net/http does not replay a PUT, and the error was not
+// recognised as a lost connection, so the caller got it. Requests are sent
+// back to back, so that some meet a connection the server has just closed:
+// how many do depends on timing, so the attempts are bounded, not exact; each
+// request is still read once by the server, whole.
+func TestStaleKeepAliveConnectionIdempotentRetried(t *testing.T) {
+	const n = 100
+	for _, k := range requestKinds[:3] { // the idempotent kinds
+		t.Run(k.name, func(t *testing.T) {
+			var sums bodySums
+			srv := startServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				sums.read(r)
+				_, _ = w.Write(okBody)
+			}, false, closeIdle)
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			counted := &countingTransport{RoundTripper: base}
+			tr := newTransport(t, retryhttp.WithTransport(counted), noDelay)
+			var sent []byte
+			if k.body {
+				sent = payload(4 << 10)
+			}
+			for range n {
+				res, err := tr.RoundTrip(k.newRequest(t, context.Background(), srv.URL, sent))
+				wantBody(200, okBody)(t, res, err)
+			}
+
+			assert.Equal(t, int64(n), srv.attempts.Load(), "each read once by the server")
+			assert.GreaterOrEqual(t, counted.attempts.Load(), int64(n))
+			assert.LessOrEqual(t, counted.attempts.Load(), int64(2*n), "at most one retry each")
+			sums.assertAll(t, sent, n)
+		})
+	}
+}
