@@ -144,7 +144,7 @@ func TestDiscardedEndlessBodiesKeepConnectionsBounded(t *testing.T) {
 		written = append(written, sum)
 		mu.Unlock()
 	})
-	tr := newTransport(t, noDelay)
+	tr := newTransport(t, noDelay, unlimitedBudget) // every request retried on purpose
 	client := &http.Client{Transport: tr}
 
 	start := time.Now()
