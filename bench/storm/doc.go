@@ -4,5 +4,11 @@
 // its defaults. It is a module of its own so that the root module never
 // depends on the peers.
 //
-// Run it with: cd bench/storm && go test -v ./...
+// It also holds the peer benchmarks (peers_bench_test.go): the happy path,
+// the 503→200 retry path, 64 goroutines in parallel and the storm
+// amplification, for the same libraries and a bare transport.
+// docs/performance.md has the latest tables.
+//
+// Run the amplification tests with: cd bench/storm && go test -v ./...
+// Run the benchmarks, with benchstat tables, with: bench/run.sh
 package storm

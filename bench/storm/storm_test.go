@@ -94,7 +94,7 @@ func TestAmplificationDeadBackend(t *testing.T) {
 }
 
 // amplification returns the server hits per logical request.
-func amplification(t *testing.T, newClient func() client) float64 {
+func amplification(t testing.TB, newClient func() client) float64 {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)

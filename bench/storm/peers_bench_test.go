@@ -1,0 +1,233 @@
+package storm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/seed2409de8f/retryhttp"
+)
+
+// The peer benchmarks: retryhttp against a bare transport,
+// hashicorp/go-retryablehttp (RoundTripper mode) and failsafe-go's
+// failsafehttp, each over the same base transport. Names are
+// key=value, so that benchstat can put the libraries side by side
+// (bench/run.sh: benchstat -col /lib).
+
+// memTransport is an in-memory base transport: it reads and closes the
+// request body and answers 200 with no body.
+type memTransport struct{}
+
+func (memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, err := io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// flipTransport answers 503 and 200 in turn, in memory: every logical
+// request of a sequential benchmark is one failure and one retry.
+type flipTransport struct{ n atomic.Int64 }
+
+func (f *flipTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	status := http.StatusOK
+	if f.n.Add(1)%2 == 1 {
+		status = http.StatusServiceUnavailable
+	}
+	return &http.Response{StatusCode: status, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+}
+
+// payload is the body of the POST rows: 64 KiB.
+var payload = bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16)
+
+// peer is one column of the tables: a way to wrap a base transport.
+type peer struct {
+	name string
+	wrap func(base http.RoundTripper) http.RoundTripper
+}
+
+// peers are the columns, retryhttp first: benchstat compares the others with
+// the first. Waits are zero everywhere, for the retry path.
+func peers() []peer {
+	return []peer{
+		{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait))
+		}},
+		{"retryhttp-nokeys", func(base http.RoundTripper) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait), retryhttp.WithIdempotencyKeys(false))
+		}},
+		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
+		{"retryablehttp", func(base http.RoundTripper) http.RoundTripper {
+			c := retryablehttp.NewClient()
+			c.HTTPClient = &http.Client{Transport: base}
+			c.Logger = nil
+			c.RetryWaitMin, c.RetryWaitMax = 0, 0
+			return &retryablehttp.RoundTripper{Client: c}
+		}},
+		{"failsafehttp", func(base http.RoundTripper) http.RoundTripper {
+			return failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithDelay(0).Build())
+		}},
+	}
+}
+
+func noWait(retryhttp.Attempt) time.Duration { return 0 }
+
+// requests are the rows of the happy path. http.NewRequest sets GetBody for
+// a *bytes.Reader.
+var requests = []struct {
+	name string
+	make func(url string) (*http.Request, error)
+}{
+	{"GET", func(url string) (*http.Request, error) { return http.NewRequest(http.MethodGet, url, nil) }},
+	{"POST64KiB", func(url string) (*http.Request, error) {
+		return http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
+	}},
+}
+
+// once sends one request through rt and checks that it ended in a 200.
+func once(rt http.RoundTripper, url string, make func(string) (*http.Request, error)) error {
+	req, err := make(url)
+	if err != nil {
+		return err
+	}
+	res, err := rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", res.StatusCode)
+	}
+	return err
+}
+
+// BenchmarkHappyPath: a request answered 200 at once, by an in-memory base
+// transport (via=mem) or by a server on loopback (via=loopback).
+func BenchmarkHappyPath(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	for _, via := range []string{"mem", "loopback"} {
+		for _, rq := range requests {
+			for _, p := range peers() {
+				b.Run(fmt.Sprintf("via=%s/req=%s/lib=%s", via, rq.name, p.name), func(b *testing.B) {
+					url := "http://example.test/"
+					var base http.RoundTripper = memTransport{}
+					if via == "loopback" {
+						tr := cleanhttp.DefaultPooledTransport()
+						defer tr.CloseIdleConnections()
+						base, url = tr, srv.URL
+					}
+					rt := p.wrap(base)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						if err := once(rt, url, rq.make); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkParallel: the in-memory GET from 64 goroutines at once, through
+// one transport.
+func BenchmarkParallel(b *testing.B) {
+	for _, p := range peers() {
+		b.Run("req=GET64/lib="+p.name, func(b *testing.B) {
+			rt := p.wrap(memTransport{})
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := once(rt, "http://example.test/", requests[0].make); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRetry: the 503→200 path in memory, waits zero. In retryhttp's
+// rows the budget is off (WithRetryBudget(nil)): with half the attempts
+// failing, the budget would rightly refuse most retries. retryhttp retries a
+// POST only when it is safe: here it injects its Idempotency-Key and is told
+// that the server honours keys; there is no keys-off POST row, since
+// without a key it does not retry a 503 to a POST (by design).
+func BenchmarkRetry(b *testing.B) {
+	for _, rq := range requests {
+		for _, p := range peers() {
+			switch {
+			case p.name == "bare":
+				continue // no retries: the 503 would be the answer
+			case p.name == "retryhttp-nokeys" && rq.name != "GET":
+				continue
+			}
+			b.Run(fmt.Sprintf("req=%s/lib=%s", rq.name, p.name), func(b *testing.B) {
+				base := &flipTransport{}
+				rt := p.wrap(base)
+				if _, ours := rt.(*retryhttp.Transport); ours {
+					rt = retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait),
+						retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(p.name == "retryhttp"),
+						retryhttp.WithIdempotencyKeysHonored(true))
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if err := once(rt, "http://example.test/", rq.make); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkStorm reports the amplification of the dead-backend storm of
+// storm_test.go (50 clients × 100 GETs, a Transport per client, each
+// library's defaults but for waits of 1ms) as the metric hits/req. One
+// iteration is one whole storm.
+func BenchmarkStorm(b *testing.B) {
+	names := map[string]string{
+		"retryhttp defaults":                         "retryhttp",
+		"hashicorp/go-retryablehttp v0.7.8 defaults": "retryablehttp",
+		"failsafe-go v0.9.8 failsafehttp defaults":   "failsafehttp",
+		"no retries": "bare",
+	}
+	for _, lib := range libraries() {
+		name, ok := names[lib.name]
+		if !ok {
+			continue
+		}
+		b.Run("req=dead503/lib="+name, func(b *testing.B) {
+			total := 0.0
+			for range b.N {
+				total += amplification(b, lib.newClient)
+			}
+			b.ReportMetric(total/float64(b.N), "hits/req")
+		})
+	}
+}

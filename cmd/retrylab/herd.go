@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+)
+
+// Herd scenario, model times (multiplied by config.timescale when run).
+const (
+	bucketWidth  = 100 * time.Millisecond // the charts' resolution
+	herdPeriod   = 500 * time.Millisecond // each client sends a request this often
+	herdWork     = 10 * time.Millisecond  // the server's time per request
+	herdHeadroom = 3                      // capacity over normal load
+	clientLimit  = 2 * time.Second        // http.Client.Timeout of herd and overload clients
+)
+
+// herdRow is the result of one policy in the herd scenario.
+type herdRow struct {
+	policy        policy
+	sum           summary
+	attempts      int64   // requests the server received
+	amplification float64 // attempts per client request
+	peak          float64 // busiest 100ms over the normal load
+	recovery      time.Duration
+	recovered     bool
+	arrived       []float64 // requests per 100ms at the server
+	failed        []float64 // of those, answered other than 200, while the load ran
+}
+
+// herdResult is the herd scenario's outcome.
+type herdResult struct {
+	rows                  []herdRow
+	normal                float64 // requests per 100ms before the outage
+	capacity              int     // concurrent requests the server handles
+	outageFrom, outageTo  int     // buckets
+	buckets               int     // of the load
+	clients               int
+	period, work, timeout time.Duration
+}
+
+// runHerd runs the thundering herd: cfg.clients clients each send a GET
+// every 500ms to a server that can handle three times that load; for the
+// middle three eighths of the run the server answers everything with 503 at
+// once, then recovers. Each policy gets a fresh server and fresh clients.
+func runHerd(ctx context.Context, cfg config) (herdResult, error) {
+	nb := int(cfg.duration / bucketWidth)
+	rate := float64(cfg.clients) / herdPeriod.Seconds()
+	r := herdResult{
+		outageFrom: nb / 4, outageTo: nb * 5 / 8, buckets: nb, clients: cfg.clients,
+		capacity: max(2, int(math.Ceil(herdHeadroom*rate*herdWork.Seconds()))),
+		period:   herdPeriod, work: herdWork, timeout: clientLimit,
+	}
+	for _, p := range stormPolicies() {
+		row, err := herdRun(ctx, cfg, r, p)
+		if err != nil {
+			return r, err
+		}
+		r.rows = append(r.rows, row)
+	}
+	// Normal load: the buckets before the outage, past the first period
+	// (when every client has started).
+	from := int(herdPeriod / bucketWidth)
+	if from >= r.outageFrom {
+		from = 0
+	}
+	var sum, n float64
+	for _, row := range r.rows {
+		for _, v := range row.arrived[from:r.outageFrom] {
+			sum += v
+			n++
+		}
+	}
+	r.normal = sum / max(n, 1)
+	for i := range r.rows {
+		r.rows[i].finish(r)
+	}
+	return r, nil
+}
+
+// herdRun runs one policy of the herd scenario.
+func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, error) {
+	width := cfg.scale(bucketWidth)
+	start := time.Now().Add(cfg.scale(20 * time.Millisecond))
+	from, to := start.Add(time.Duration(r.outageFrom)*width), start.Add(time.Duration(r.outageTo)*width)
+	h := &capacityHandler{
+		capacity: int64(r.capacity), work: cfg.scale(herdWork),
+		failing: func(t time.Time) bool { return !t.Before(from) && t.Before(to) },
+	}
+	tail := int((clientLimit + time.Second) / bucketWidth)
+	srv, err := startServer(h.serve, start, width, r.buckets+tail)
+	if err != nil {
+		return herdRow{}, err
+	}
+	defer srv.close()
+	base := newBase()
+	defer base.CloseIdleConnections()
+	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(clientLimit))
+
+	outcomes := drive(ctx, start, cfg.clients, cfg.scale(herdPeriod), cfg.scale(cfg.duration), cfg.seed,
+		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
+	arrived, _ := srv.series(r.buckets + tail)
+	_, failed := srv.series(r.buckets)
+	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), arrived: arrived}
+	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
+	row.failed = failed
+	return row, nil
+}
+
+// finish computes what needs the normal load of the whole scenario.
+func (row *herdRow) finish(r herdResult) {
+	peak := 0.0
+	for _, v := range row.arrived {
+		peak = max(peak, v)
+	}
+	row.peak = peak / max(r.normal, 1)
+	// Recovery: from the end of the outage, the first 100ms from which
+	// every 100ms of the load sees at most 1.5 times the normal load, and
+	// at most 5% of it failed.
+	b := r.buckets
+	for b > r.outageTo && row.calm(b-1, r.normal) {
+		b--
+	}
+	if b < r.buckets {
+		row.recovered = true
+		row.recovery = time.Duration(b-r.outageTo) * bucketWidth
+	}
+}
+
+// calm reports whether bucket i saw a normal load, nearly all served.
+func (row *herdRow) calm(i int, normal float64) bool {
+	return row.arrived[i] <= 1.5*normal && row.failed[i] <= 0.05*row.arrived[i]
+}
+
+// newClients returns the http.Clients of a run, one per client: sharing one
+// transport, or with one each if the policy says so.
+func newClients(p policy, base http.RoundTripper, n int, waitScale float64, timeout time.Duration) []*http.Client {
+	clients := make([]*http.Client, n)
+	var shared http.RoundTripper
+	for i := range clients {
+		rt := shared
+		if rt == nil || p.perClient {
+			rt = p.transport(base, waitScale)
+			shared = rt
+		}
+		clients[i] = &http.Client{Transport: rt, Timeout: timeout}
+	}
+	return clients
+}
+
+// herdSection turns the result into the report's section.
+func herdSection(r herdResult, cfg config) section {
+	s := section{
+		id:    "herd",
+		title: "Thundering herd: the server fails for a while, then recovers",
+		notes: []string{
+			fmt.Sprintf("%d clients, each sending a GET every %v (open loop) for %v; normal load %.1f requests per 100ms.",
+				r.clients, r.period, cfg.duration, r.normal),
+			fmt.Sprintf("The server handles %d requests at once, %v each (%.0f per 100ms, %v× the normal load), and sheds the excess with 503.",
+				r.capacity, r.work, float64(r.capacity)*float64(bucketWidth)/float64(r.work), herdHeadroom),
+			fmt.Sprintf("Outage: from %v to %v every request gets 503 at once. Clients give up after %v (http.Client.Timeout).",
+				time.Duration(r.outageFrom)*bucketWidth, time.Duration(r.outageTo)*bucketWidth, r.timeout),
+			"Recovered: from then on, every 100ms sees at most 1.5× the normal load, at most 5% of it failed.",
+		},
+		header: []string{"policy", "requests", "server hits", "amplification", "peak/normal", "recovered after", "success", "p50", "p99"},
+	}
+	s.notes = append(s.notes, cfg.scaleNote()...)
+	lines := make([]line, 0, len(r.rows))
+	for _, row := range r.rows {
+		rec := "not in run"
+		if row.recovered {
+			rec = row.recovery.String()
+		}
+		s.rows = append(s.rows, []string{
+			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
+			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprintf("%.1f×", row.peak), rec,
+			pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
+		})
+		s.policies = append(s.policies, row.policy)
+		lines = append(lines, line{row.policy.name, row.arrived})
+	}
+	s.charts = []chart{{
+		file: "herd.svg",
+		svg: lineChart{
+			title:  "Thundering herd: requests per 100ms at the server",
+			xLabel: "time (s)", yLabel: "requests per 100ms",
+			dx:    bucketWidth.Seconds(),
+			lines: lines,
+			bands: []band{{
+				from:  (time.Duration(r.outageFrom) * bucketWidth).Seconds(),
+				to:    (time.Duration(r.outageTo) * bucketWidth).Seconds(),
+				label: "outage (503)",
+			}},
+			hlines: []hline{{y: float64(r.capacity) * float64(bucketWidth) / float64(r.work), label: "capacity"}},
+		}.svg(),
+	}}
+	return s
+}

@@ -1,0 +1,165 @@
+// Command retrylab reproduces retry storms on loopback and shows what
+// retryhttp's defaults (jittered backoff and a retry budget) do to them.
+//
+// It runs three scenarios, each with real HTTP servers and clients on
+// 127.0.0.1, a fresh server and fresh clients per policy:
+//
+//   - herd: many clients, a server that fails for a while and recovers;
+//     immediate retries, exponential backoff without jitter, full jitter
+//     and retryhttp's defaults compared by the load the server sees.
+//   - chain: client → S1 → … → S5 with S5 dead or flaky; the requests S5
+//     receives per client request, naive retries at every hop against the
+//     defaults.
+//   - overload: a server with a fixed capacity shedding the excess with 503
+//     and Retry-After; goodput and amplification.
+//
+// It prints a table per scenario and writes SVG charts and an index.html to
+// the -out directory. The whole default run takes under a minute.
+//
+// Usage:
+//
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|all] [-clients 200]
+//	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+)
+
+// config is what a lab run is told by its flags.
+type config struct {
+	scenario  string
+	clients   int
+	duration  time.Duration // of the load of herd and overload, model time
+	seed      uint64
+	out       string
+	timescale float64 // real time per model time
+}
+
+func defaultConfig() config {
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1}
+}
+
+// scale converts a model duration to real time.
+func (c config) scale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * c.timescale)
+}
+
+// model converts a real duration to model time.
+func (c config) model(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.timescale)
+}
+
+// scaleNote says, if the run is not in real time, that every time was
+// scaled.
+func (c config) scaleNote() []string {
+	if c.timescale == 1 {
+		return nil
+	}
+	return []string{fmt.Sprintf("Run at -timescale %g: every time (pace, work, waits, timeouts, buckets) ran %g× as long; "+
+		"the times shown are model times.", c.timescale, c.timescale)}
+}
+
+// command returns the command line that reproduces the run.
+func (c config) command() string {
+	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g",
+		c.scenario, c.clients, c.duration, c.seed, c.timescale)
+}
+
+func (c config) validate() error {
+	switch {
+	case c.scenario != "all" && c.scenario != "herd" && c.scenario != "chain" && c.scenario != "overload":
+		return fmt.Errorf("unknown -scenario %q: want herd, chain, overload or all", c.scenario)
+	case c.clients < 1 || c.clients > 5000:
+		return errors.New("-clients must be in [1, 5000]")
+	case c.duration < time.Second || c.duration > time.Minute:
+		return errors.New("-duration must be in [1s, 1m]")
+	case !(c.timescale >= 0.05 && c.timescale <= 10):
+		return errors.New("-timescale must be in [0.05, 10]")
+	}
+	return nil
+}
+
+func main() {
+	cfg := defaultConfig()
+	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: herd, chain, overload or all")
+	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it)")
+	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload)")
+	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
+	flag.StringVar(&cfg.out, "out", cfg.out, "directory for the report: SVG charts and index.html")
+	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if _, err := run(ctx, os.Stdout, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "retrylab:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// results are the outcomes of the scenarios of a run; nil for those not run.
+type results struct {
+	herd     *herdResult
+	chain    *chainResult
+	overload *overloadResult
+	report   string // path of index.html
+}
+
+// run runs the scenarios cfg selects, prints their tables to w and writes the
+// report files.
+func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
+	var res results
+	if err := cfg.validate(); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(w, "retrylab: %s\n", cfg.command())
+	began := time.Now()
+	var sections []section
+	add := func(s section) {
+		s.print(w)
+		sections = append(sections, s)
+	}
+	want := func(name string) bool { return cfg.scenario == "all" || cfg.scenario == name }
+	if want("herd") {
+		r, err := runHerd(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("herd: %w", err)
+		}
+		res.herd = &r
+		add(herdSection(r, cfg))
+	}
+	if want("chain") {
+		r, err := runChain(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("chain: %w", err)
+		}
+		res.chain = &r
+		add(chainSection(r, cfg))
+	}
+	if want("overload") {
+		r, err := runOverload(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("overload: %w", err)
+		}
+		res.overload = &r
+		add(overloadSection(r, cfg))
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	path, err := writeReport(cfg.out, cfg, sections)
+	if err != nil {
+		return res, err
+	}
+	res.report = path
+	fmt.Fprintf(w, "\nReport: %s (ran in %v)\n", path, time.Since(began).Round(100*time.Millisecond))
+	return res, nil
+}

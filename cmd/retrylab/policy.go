@@ -1,0 +1,144 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+)
+
+// policy is a retry policy under test: how to make the transport of a client
+// that follows it. Every policy is a retryhttp.Transport configured through
+// its public options, so that the rows differ only in the policy.
+type policy struct {
+	name  string
+	about string // one line for the report
+
+	// transport returns a client transport following the policy over base,
+	// with every wait multiplied by waitScale.
+	transport func(base http.RoundTripper, waitScale float64) http.RoundTripper
+
+	// perClient gives each client a transport of its own (a fleet of
+	// processes), instead of one shared by all the clients of a run (one
+	// process with many concurrent callers).
+	perClient bool
+}
+
+// noWait is the delay of the immediate policies.
+func noWait(retryhttp.Attempt) time.Duration { return 0 }
+
+// exponential is backoff without jitter: 250ms before the first retry, then
+// doubling, up to 10s, whatever the response says (Retry-After ignored).
+func exponential(a retryhttp.Attempt) time.Duration {
+	d := 250 * time.Millisecond << min(a.Count-1, 6)
+	return min(d, 10*time.Second)
+}
+
+// scaled multiplies every wait of fn by scale; fn nil means
+// retryhttp.DefaultDelayFn. It returns nil (no option: the transport's own
+// default) for the default delays unscaled.
+func scaled(fn retryhttp.DelayFn, scale float64) retryhttp.Option {
+	if fn == nil {
+		if scale == 1 {
+			return nil
+		}
+		fn = retryhttp.DefaultDelayFn
+	}
+	if scale == 1 {
+		return retryhttp.WithDelayFn(fn)
+	}
+	return retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration {
+		return time.Duration(float64(fn(a)) * scale)
+	})
+}
+
+// immediatePolicy retries at once, 3 times, with no budget.
+func immediatePolicy() policy {
+	return policy{
+		name:  "immediate retry",
+		about: "3 retries, no wait, no budget",
+		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(noWait, scale))
+		},
+	}
+}
+
+// exponentialPolicy backs off without jitter, with no budget.
+func exponentialPolicy() policy {
+	return policy{
+		name:  "exponential, no jitter",
+		about: "3 retries after 250ms, 500ms, 1s exactly; Retry-After ignored; no budget",
+		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(exponential, scale))
+		},
+	}
+}
+
+// fullJitterPolicy is retryhttp's delays without its budget.
+func fullJitterPolicy() policy {
+	return policy{
+		name:  "full jitter",
+		about: "retryhttp's waits (full jitter 250ms·2^n, Retry-After ±1/3), budget off: WithRetryBudget(nil)",
+		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(nil, scale))
+		},
+	}
+}
+
+// defaultsPolicy is retryhttp as New makes it: full jitter and a retry
+// budget, one Transport for all the clients of a run.
+func defaultsPolicy() policy {
+	return policy{
+		name:  "retryhttp defaults",
+		about: "retryhttp.New(): full jitter + retry budget; one Transport shared by the clients",
+		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), scaled(nil, scale))
+		},
+	}
+}
+
+// defaultsPerClientPolicy is defaultsPolicy with a Transport, so a budget,
+// per client: a fleet of small processes, where each budget's reserve of
+// 10 retries counts.
+func defaultsPerClientPolicy() policy {
+	p := defaultsPolicy()
+	p.name = "defaults, Transport per client"
+	p.about = "retryhttp.New() in every client: each has a budget of its own (10 retries in reserve)"
+	p.perClient = true
+	return p
+}
+
+// naivePolicy is the classic per-hop retry of the chain illustration: 3
+// tries (2 retries) at once, with no budget; 503 on a GET is retried.
+func naivePolicy() policy {
+	return policy{
+		name:  "naive",
+		about: "3 tries per hop (2 retries), no wait, no budget",
+		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil),
+				retryhttp.WithMaxRetries(2), scaled(noWait, scale))
+		},
+	}
+}
+
+// stormPolicies are the rows of the herd scenario.
+func stormPolicies() []policy {
+	return []policy{immediatePolicy(), exponentialPolicy(), fullJitterPolicy(), defaultsPolicy(), defaultsPerClientPolicy()}
+}
+
+// overloadPolicies are the rows of the overload scenario.
+func overloadPolicies() []policy {
+	return []policy{immediatePolicy(), exponentialPolicy(), fullJitterPolicy(), defaultsPolicy()}
+}
+
+// newBase returns the pooled base transport of one run: enough idle
+// connections per host for every concurrent request, so that the run does not
+// churn through ephemeral ports.
+func newBase() *http.Transport {
+	return &http.Transport{
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// server is an HTTP server on loopback that counts what it receives: every
+// request, and per time bucket (100ms of model time) the requests that
+// arrived and those answered with anything but 200.
+type server struct {
+	URL   string
+	srv   *http.Server
+	lis   net.Listener
+	start time.Time
+	width time.Duration // of a bucket
+
+	requests atomic.Int64
+	arrived  []atomic.Int64
+	failed   []atomic.Int64
+
+	handlers sync.WaitGroup // running handlers, waited for by close
+}
+
+// handlerFunc answers one request and returns the status it wrote.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) int
+
+// startServer serves h on a loopback port. Buckets of width cover the run
+// from start, up to n of them; later requests are counted in the last one.
+func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*server, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		URL: "http://" + lis.Addr().String() + "/", lis: lis, start: start, width: width,
+		arrived: make([]atomic.Int64, max(n, 1)), failed: make([]atomic.Int64, max(n, 1)),
+	}
+	s.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.handlers.Add(1)
+			defer s.handlers.Done()
+			s.requests.Add(1)
+			i := s.bucket(time.Now())
+			s.arrived[i].Add(1)
+			if h(w, r) != http.StatusOK {
+				s.failed[i].Add(1)
+			}
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = s.srv.Serve(lis) }()
+	return s, nil
+}
+
+// bucket returns the index of the bucket of t.
+func (s *server) bucket(t time.Time) int {
+	i := int(t.Sub(s.start) / s.width)
+	return min(max(i, 0), len(s.arrived)-1)
+}
+
+// series returns the requests that arrived, and those that failed, per
+// bucket, for the first n buckets.
+func (s *server) series(n int) (arrived, failed []float64) {
+	n = min(n, len(s.arrived))
+	arrived, failed = make([]float64, n), make([]float64, n)
+	for i := range n {
+		arrived[i] = float64(s.arrived[i].Load())
+		failed[i] = float64(s.failed[i].Load())
+	}
+	return arrived, failed
+}
+
+// close stops the server and waits for its handlers to return.
+func (s *server) close() {
+	_ = s.srv.Close()
+	s.handlers.Wait()
+}
+
+// capacityHandler is a server with a fixed capacity: at most capacity
+// requests are handled at once, each taking work; the excess is shed at once
+// with 503 (and a Retry-After of retryAfter seconds, if positive). While
+// failing reports true, every request is answered 503 at once (an outage).
+type capacityHandler struct {
+	capacity   int64
+	work       time.Duration
+	retryAfter int
+	failing    func(time.Time) bool // nil: never
+
+	inflight atomic.Int64
+}
+
+func (c *capacityHandler) serve(w http.ResponseWriter, r *http.Request) int {
+	if c.failing != nil && c.failing(time.Now()) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	if c.inflight.Add(1) > c.capacity {
+		c.inflight.Add(-1)
+		if c.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(c.retryAfter))
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	defer c.inflight.Add(-1)
+	if err := sleep(r.Context(), c.work); err != nil {
+		return 0 // the client went away: nothing was answered
+	}
+	w.WriteHeader(http.StatusOK)
+	return http.StatusOK
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errStatus is a response other than 200.
+var errStatus = errors.New("status other than 200")
+
+// get sends a GET to url through c and reports success: a 200 response whose
+// body was read to the end.
+func get(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return errStatus
+	}
+	return nil
+}
