@@ -235,7 +235,7 @@ func TestCircuitOpen(t *testing.T) {
 		"retryhttp.client.attempts{http.request.method=GET,http.response.status_code=503}":               "1",
 		"retryhttp.client.attempts_per_request{http.request.method=GET,retryhttp.outcome=not_retryable}": "1/1",
 		"retryhttp.client.attempts_per_request{http.request.method=GET,retryhttp.outcome=circuit_open}":  "2/0",
-		"retryhttp.client.circuit.state{}":                                                               "2",
+		"retryhttp.client.circuit.state{}": "2",
 	}, m.collect(t))
 }
 
