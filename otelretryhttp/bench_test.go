@@ -7,6 +7,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/otelretryhttp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
@@ -52,4 +53,31 @@ func BenchmarkHappyPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestMetricsAddNoAllocs checks that, once a destination's attribute sets
+// have been seen, recording the metrics of a request that succeeds at once
+// allocates nothing beyond what the transport does.
+func TestMetricsAddNoAllocs(t *testing.T) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	metrics, err := otelretryhttp.New(mp)
+	require.NoError(t, err)
+	plain := retryhttp.New(retryhttp.WithTransport(memTransport{}))
+	measured := retryhttp.New(retryhttp.WithTransport(memTransport{}), metrics)
+	send := func(rt http.RoundTripper) func() {
+		return func() {
+			req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+			if err != nil {
+				panic(err)
+			}
+			res, err := rt.RoundTrip(req)
+			if err != nil {
+				panic(err)
+			}
+			res.Body.Close()
+		}
+	}
+	send(measured)() // the attribute sets are made once
+	assert.Equal(t, testing.AllocsPerRun(100, send(plain)), testing.AllocsPerRun(100, send(measured)))
 }

@@ -22,6 +22,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/seed2409de8f/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -67,6 +69,8 @@ var (
 
 // instruments are the instruments of one New.
 type instruments struct {
+	attrs attrCache
+
 	requests, attempts, retries, failures, refusals metric.Int64Counter
 	circuit                                         metric.Int64Gauge
 	delay                                           metric.Float64Histogram
@@ -127,35 +131,35 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 
 func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
 	a := ai.Attempt
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = appendRequestAttrs(attrs, a.Req)
+	k := requestKey(kindAttempt, a.Req)
 	if a.Res != nil {
-		attrs = append(attrs, attribute.Int("http.response.status_code", a.Res.StatusCode))
+		k.code = a.Res.StatusCode
 	} else if a.Err != nil {
-		attrs = append(attrs, attribute.String("error.type", errorType(a)))
+		k.label = errorType(a)
 	}
-	ins.attempts.Add(ctxOf(a.Req), 1, metric.WithAttributes(attrs...))
+	ins.attempts.Add(ctxOf(a.Req), 1, ins.attrs.get(k).add...)
 }
 
 func (ins *instruments) decision(d retryhttp.Decision) {
 	a := d.Attempt
 	ctx := ctxOf(a.Req)
-	attrs := appendRequestAttrs(make([]attribute.KeyValue, 0, 4), a.Req)
 	if d.Retry {
-		base := metric.WithAttributes(attrs...)
-		ins.retries.Add(ctx, 1, metric.WithAttributes(append(attrs, RetryCauseKey.String(d.Cause()))...))
-		ins.delay.Record(ctx, d.Delay.Seconds(), base)
+		k := requestKey(kindRetry, a.Req)
+		k.label = d.Cause()
+		ins.retries.Add(ctx, 1, ins.attrs.get(k).add...)
+		ins.delay.Record(ctx, d.Delay.Seconds(), ins.attrs.get(requestKey(kindRequest, a.Req)).rec...)
 		return
 	}
 	if d.Reason == retryhttp.StopBudgetRefused {
-		ins.refusals.Add(ctx, 1, metric.WithAttributes(attrs...))
+		ins.refusals.Add(ctx, 1, ins.attrs.get(requestKey(kindRequest, a.Req)).add...)
 	}
-	attrs = append(attrs, OutcomeKey.String(outcome(d.Reason)))
-	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	ins.requests.Add(ctx, 1, set)
-	ins.perRequest.Record(ctx, int64(a.Count), set)
+	k := requestKey(kindStop, a.Req)
+	k.label = outcome(d.Reason)
+	opts := ins.attrs.get(k)
+	ins.requests.Add(ctx, 1, opts.add...)
+	ins.perRequest.Record(ctx, int64(a.Count), opts.rec...)
 	if failed(a) {
-		ins.failures.Add(ctx, 1, set)
+		ins.failures.Add(ctx, 1, opts.add...)
 	}
 }
 
@@ -221,34 +225,36 @@ var knownMethods = map[string]bool{
 	http.MethodOptions: true, http.MethodTrace: true,
 }
 
-// appendRequestAttrs appends the method, host and port of req: never its
-// path or query, which would make the cardinality unbounded.
-func appendRequestAttrs(attrs []attribute.KeyValue, req *http.Request) []attribute.KeyValue {
+// requestKey returns the key of the attributes of kind for req: its
+// method, host and port, never its path or query, which would make the
+// cardinality unbounded. It does not allocate.
+func requestKey(kind attrKind, req *http.Request) attrKey {
+	k := attrKey{kind: kind}
 	if req == nil {
-		return attrs
+		return k
 	}
-	m := req.Method
-	switch {
+	switch m := req.Method; {
 	case m == "":
-		m = http.MethodGet
-	case !knownMethods[m]:
-		m = "_OTHER"
+		k.method = http.MethodGet
+	case knownMethods[m]:
+		k.method = m
+	default:
+		k.method = "_OTHER"
 	}
-	attrs = append(attrs, attribute.String("http.request.method", m))
-	if req.URL == nil {
-		return attrs
+	if u := req.URL; u != nil {
+		k.host = u.Hostname()
+		k.port = portOf(u)
 	}
-	attrs = append(attrs, attribute.String("server.address", req.URL.Hostname()))
-	if port := portOf(req.URL); port > 0 {
-		attrs = append(attrs, attribute.Int("server.port", port))
-	}
-	return attrs
+	return k
 }
 
 // portOf returns u's port, or its scheme's default, or 0.
 func portOf(u *url.URL) int {
-	if p, err := strconv.Atoi(u.Port()); err == nil {
-		return p
+	if port := u.Port(); port != "" {
+		if p, err := strconv.Atoi(port); err == nil {
+			return p
+		}
+		return 0
 	}
 	switch u.Scheme {
 	case "http":
@@ -264,4 +270,89 @@ func ctxOf(req *http.Request) context.Context {
 		return context.Background()
 	}
 	return req.Context()
+}
+
+// attrKind says which attributes an attrKey stands for.
+type attrKind uint8
+
+const (
+	kindRequest attrKind = iota // method, address, port
+	kindAttempt                 // … and the status code or error.type
+	kindRetry                   // … and the retry's cause
+	kindStop                    // … and the outcome
+)
+
+// attrKey identifies one set of attributes.
+type attrKey struct {
+	kind   attrKind
+	method string
+	host   string
+	port   int
+	code   int    // kindAttempt: the status code, or 0
+	label  string // error.type, the retry's cause or the outcome
+}
+
+// attrSet returns the attributes k stands for.
+func (k attrKey) attrSet() attribute.Set {
+	attrs := make([]attribute.KeyValue, 0, 4)
+	if k.method != "" {
+		attrs = append(attrs, attribute.String("http.request.method", k.method))
+	}
+	if k.host != "" {
+		attrs = append(attrs, attribute.String("server.address", k.host))
+	}
+	if k.port > 0 {
+		attrs = append(attrs, attribute.Int("server.port", k.port))
+	}
+	switch {
+	case k.kind == kindAttempt && k.code != 0:
+		attrs = append(attrs, attribute.Int("http.response.status_code", k.code))
+	case k.kind == kindAttempt && k.label != "":
+		attrs = append(attrs, attribute.String("error.type", k.label))
+	case k.kind == kindRetry:
+		attrs = append(attrs, RetryCauseKey.String(k.label))
+	case k.kind == kindStop:
+		attrs = append(attrs, OutcomeKey.String(k.label))
+	}
+	return attribute.NewSet(attrs...)
+}
+
+// attrOpts are the measurement options that carry one attribute set.
+type attrOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// maxCachedAttrs bounds the attribute sets kept; past it, sets are built
+// for each measurement.
+const maxCachedAttrs = 4096
+
+// attrCache keeps the measurement options of the attribute sets seen, so
+// that recording a measurement with attributes seen before allocates
+// nothing here. It is safe for concurrent use.
+type attrCache struct {
+	mu sync.RWMutex
+	m  map[attrKey]*attrOpts
+}
+
+func (c *attrCache) get(k attrKey) *attrOpts {
+	c.mu.RLock()
+	o, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	opt := metric.WithAttributeSet(k.attrSet())
+	o = &attrOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) < maxCachedAttrs {
+		if c.m == nil {
+			c.m = map[attrKey]*attrOpts{}
+		}
+		// The key's strings may point into a request's URL: keep copies.
+		k.method, k.host, k.label = strings.Clone(k.method), strings.Clone(k.host), strings.Clone(k.label)
+		c.m[k] = o
+	}
+	return o
 }
