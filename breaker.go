@@ -114,14 +114,22 @@ const (
 // error wrapping ErrCircuitOpen, without sending anything; the request's
 // body is closed.
 func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
-	return func(t *Transport) { t.breakers = newBreakers(settings) }
+	return func(t *Transport) {
+		t.breakers = newBreakers(settings)
+		if t.obs != nil {
+			t.breakers.observe(t.obs.onCircuit)
+		}
+	}
 }
 
 // breakers are the circuits of one Transport, one per destination.
 type breakers struct {
 	gb     gobreaker.Settings // template: Name is set per destination
 	hosts  *hostMap[*circuit]
-	notify *notifier // nil without OnStateChange
+	notify *notifier // nil without OnStateChange or hooks
+
+	onStateChange func(host string, from, to CircuitState)   // the settings'
+	hooks         []func(host string, from, to CircuitState) // WithOnCircuitStateChange
 }
 
 // circuit is the breaker of one destination.
@@ -184,10 +192,8 @@ func newBreakers(s CircuitBreakerSettings) *breakers {
 		IsExcluded:   func(err error) bool { return err == errSampleExcluded },
 	}}
 	if s.OnStateChange != nil {
-		b.notify = &notifier{fn: s.OnStateChange}
-		b.gb.OnStateChange = func(host string, from, to gobreaker.State) {
-			b.notify.push(stateChange{host, circuitState(from), circuitState(to)})
-		}
+		b.onStateChange = s.OnStateChange
+		b.notifyChanges()
 	}
 	b.hosts = newHostMap(maxHosts, func(k hostKey) *circuit {
 		st := b.gb
@@ -195,6 +201,37 @@ func newBreakers(s CircuitBreakerSettings) *breakers {
 		return &circuit{host: st.Name, cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st)}
 	})
 	return b
+}
+
+// observe makes b call hooks, too, on every change of state. It must be
+// called before b is used. A nil b has no state to report.
+func (b *breakers) observe(hooks []func(host string, from, to CircuitState)) {
+	if b == nil || len(hooks) == 0 {
+		return
+	}
+	b.hooks = hooks
+	b.notifyChanges()
+}
+
+// notifyChanges routes the state changes of b's circuits to its callbacks.
+func (b *breakers) notifyChanges() {
+	if b.notify != nil {
+		return
+	}
+	b.notify = &notifier{fn: b.stateChanged}
+	b.gb.OnStateChange = func(host string, from, to gobreaker.State) {
+		b.notify.push(stateChange{host, circuitState(from), circuitState(to)})
+	}
+}
+
+// stateChanged calls the settings' OnStateChange, then the hooks.
+func (b *breakers) stateChanged(host string, from, to CircuitState) {
+	if b.onStateChange != nil {
+		b.onStateChange(host, from, to)
+	}
+	for _, fn := range b.hooks {
+		fn(host, from, to)
+	}
 }
 
 // allow asks the circuit of req's destination whether req may be sent. If

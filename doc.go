@@ -41,6 +41,12 @@
 // path, the retry budget (asked before each retry or hedge), and the
 // per-attempt timeout around each attempt.
 //
-// The docs/ folder of the repository describes the defaults (docs/default.md)
-// and every option (docs/options.md).
+// What it did can be seen through hooks on every attempt and decision
+// (WithOnAttempt, WithOnRetryDecision, WithOnCircuitStateChange), log/slog
+// records of retries and give-ups (WithLogger), and OpenTelemetry metrics
+// from the nested module github.com/seed2409de8f/retryhttp/otelretryhttp;
+// all are off by default and free then.
+//
+// The docs/ folder of the repository describes the defaults (docs/default.md),
+// every option (docs/options.md) and observability (docs/observability.md).
 package retryhttp

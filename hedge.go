@@ -113,8 +113,12 @@ func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay
 		case <-timer.C:
 			// 2. No answer within the hedge delay: one more in parallel.
 			if h.inFlight <= maxHedges {
-				if _, err := h.next(); err != nil {
+				launched, err := h.next()
+				if err != nil {
 					return nil, ending{StopError, len(h.cancels)}, h.abort(err)
+				}
+				if launched {
+					h.t.observeRetry(Attempt{Count: sent, Req: h.body.req}, s.maxRetries, s.hedgeDelay, true)
 				}
 			}
 		case o := <-h.results:
@@ -137,14 +141,11 @@ func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay
 // otherwise o has been replaced by a new attempt if the limit and the budget
 // allowed it, and let go of.
 func (h *hedge) final(o *outcome) bool {
+	a := h.attempt(o)
+	h.t.observeAttempt(a, h.s.maxRetries, true)
 	if o.res != nil && o.res.StatusCode == http.StatusSwitchingProtocols {
 		h.why = StopSuccess // an upgraded connection: nothing to retry
 		return true
-	}
-	a := Attempt{
-		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
-		IdempotencyKeyInjected: h.injected,
-		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
 	}
 	if !h.s.shouldRetry(a) {
 		h.why = settled(h.ctx, o.res, o.err)
@@ -156,6 +157,9 @@ func (h *hedge) final(o *outcome) bool {
 		o.res, o.err = nil, err
 		h.why = StopError
 		return true
+	}
+	if launched {
+		h.t.observeRetry(a, h.s.maxRetries, 0, false)
 	}
 	if launched || h.inFlight > 0 {
 		discard(o.res)
@@ -174,6 +178,15 @@ func (h *hedge) final(o *outcome) bool {
 		o.err = errExhausted(len(h.cancels), o.err)
 	}
 	return true
+}
+
+// attempt is the Attempt of outcome o.
+func (h *hedge) attempt(o *outcome) Attempt {
+	return Attempt{
+		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
+		IdempotencyKeyInjected: h.injected,
+		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
+	}
 }
 
 // more reports whether the retry limit and the budget may still allow an
@@ -260,7 +273,9 @@ func (h *hedge) abort(err error) error {
 // and for the attempts' goroutines to end.
 func (h *hedge) collect() {
 	for ; h.inFlight > 0; h.inFlight-- {
-		if o := <-h.results; o.res != nil && o.res.Body != nil {
+		o := <-h.results
+		h.t.observeAttempt(h.attempt(&o), h.s.maxRetries, true)
+		if o.res != nil && o.res.Body != nil {
 			o.res.Body.Close()
 		}
 	}

@@ -75,6 +75,8 @@ type Transport struct {
 
 	breakers *breakers // WithCircuitBreaker; nil: none
 
+	obs *observer // hooks and logger (hooks.go, log.go); nil: none
+
 	baseOnce sync.Once
 	base     http.RoundTripper
 
@@ -112,13 +114,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var refused error
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
+			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused)
 			return nil, refused
 		}
 	}
-	res, _, err := t.roundTrip(req)
+	res, e, err := t.roundTrip(req)
 	if done != nil {
 		done(res, err)
 	}
+	t.observeStop(req, e, res, err)
 	return res, err
 }
 
@@ -147,6 +151,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		}
 		res, err := t.send(sent, s.attemptTimeout)
 		s.budget.deposit(sent, res)
+		t.observeAttempt(Attempt{Count: count, Req: sent, Res: res, Err: err,
+			IdempotencyKeyInjected: injected, IdempotencyKeyHonored: s.idempotencyKeysHonored},
+			s.maxRetries, false)
 		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
 			// An upgraded connection: nothing to retry.
 			return res, ending{StopSuccess, count}, nil
@@ -191,7 +198,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 			return res, ending{StopBudgetRefused, count}, errBudgetRefused(err)
 		}
 
-		// 6. Let go of the response the caller will not see, and wait.
+		// 6. Report the retry, let go of the response the caller will not
+		// see, and wait.
+		t.observeRetry(a, s.maxRetries, d, false)
 		discard(res)
 		if err := t.wait(ctx, d); err != nil {
 			return nil, ending{StopCanceled, count}, err

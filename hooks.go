@@ -1,0 +1,196 @@
+package retryhttp
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// AttemptInfo describes one attempt just made, for an OnAttempt hook
+// (WithOnAttempt).
+type AttemptInfo struct {
+	// Attempt is the attempt: its number (Count, 1 for the first), the
+	// request as sent, and its response or error. The response's body must
+	// not be read or closed.
+	Attempt Attempt
+
+	// MaxRetries is the retry limit of the request: it is sent at most
+	// MaxRetries+1 times.
+	MaxRetries int
+
+	// Hedged reports whether the attempt belongs to a hedged request
+	// (WithHedging): attempts may then overlap, and one cancelled because
+	// another won is reported too, with the cancellation as its error.
+	Hedged bool
+}
+
+// Decision is what the transport decided after an attempt, for an
+// OnRetryDecision hook (WithOnRetryDecision): to retry (Retry is true), after
+// Delay, or to stop, for Reason. Each request gets zero or more retry
+// decisions, then exactly one stop.
+type Decision struct {
+	// Attempt is, for a retry, the attempt that is retried; for a hedge, it
+	// has no outcome: Count is the number of attempts already in flight,
+	// and Req the request as the caller passed it to RoundTrip.
+	//
+	// For a stop, it holds what RoundTrip returns: Res is the response
+	// returned, Err the error returned (joined with ErrRetriesExhausted,
+	// say), Count the number of attempts sent (0 when none was: a circuit
+	// open, or a body that could not be read), and Req the request as the
+	// caller passed it to RoundTrip. The response's body must not be read
+	// or closed: it is the caller's.
+	Attempt Attempt
+
+	// MaxRetries is the retry limit of the request: it is sent at most
+	// MaxRetries+1 times.
+	MaxRetries int
+
+	// Retry is true for a decision to send another attempt, false for the
+	// stop.
+	Retry bool
+
+	// Hedge is true for a retry that WithHedging sends because the
+	// attempts in flight were slow, not because one failed; they go on.
+	Hedge bool
+
+	// Delay is the wait before the retry: the DelayFn's choice, the hedge
+	// delay for a hedge, zero for an attempt a hedged request replaces at
+	// once. Zero for a stop.
+	Delay time.Duration
+
+	// Reason says why the transport stopped; zero for a retry.
+	Reason StopReason
+}
+
+// Cause says in one word, from a small fixed set, why a retry was decided:
+// "hedge" (sent because the attempts in flight were slow), "status" (a
+// response the ShouldRetryFn retries: see Attempt.Res.StatusCode),
+// "timeout" (IsTimeoutErr), "dns" (IsDNSErr), "connection" (a refused,
+// reset or lost connection) or "error" (any other error). It is "" for a
+// stop. Metrics and logs use it as a low-cardinality label.
+func (d Decision) Cause() string {
+	a := d.Attempt
+	switch {
+	case !d.Retry:
+		return ""
+	case d.Hedge:
+		return "hedge"
+	case a.Err == nil:
+		return "status"
+	case IsTimeoutErr(a.Err):
+		return "timeout"
+	case IsDNSErr(a.Err):
+		return "dns"
+	case isDialErr(a.Err) || isConnLost(a.Err):
+		return "connection"
+	}
+	return "error"
+}
+
+// WithOnAttempt adds fn to the functions called after every attempt, hedged
+// attempts included, with the attempt and its outcome. Hooks added by
+// several options are called in the order of the options.
+//
+// Hooks run synchronously on the goroutine of the request (for a hedged
+// request, that of RoundTrip, or, for attempts cancelled after another won,
+// the goroutine that collects them, possibly after RoundTrip has returned),
+// so a slow hook slows the request: a hook may block, but should not for
+// long. Hooks must be safe for concurrent use, since requests run in
+// parallel, and must not read or close response bodies nor modify requests.
+// Without hooks, nothing is called and nothing is allocated.
+func WithOnAttempt(fn func(AttemptInfo)) Option {
+	return func(t *Transport) {
+		if fn != nil {
+			o := t.observer()
+			o.onAttempt = append(o.onAttempt, fn)
+		}
+	}
+}
+
+// WithOnRetryDecision adds fn to the functions called at every decision of
+// the transport: each time it decides to retry, with the delay chosen, and
+// once when it stops, with the reason, including when the circuit breaker
+// refuses the request before any attempt. The stop is the request's last
+// decision. Hooks run as WithOnAttempt describes, and follow its rules.
+func WithOnRetryDecision(fn func(Decision)) Option {
+	return func(t *Transport) {
+		if fn != nil {
+			o := t.observer()
+			o.onDecision = append(o.onDecision, fn)
+		}
+	}
+}
+
+// WithOnCircuitStateChange adds fn to the functions called on every change
+// of state of a destination's circuit breaker (WithCircuitBreaker), with the
+// destination as scheme://host:port, after CircuitBreakerSettings'
+// OnStateChange, and with the same guarantees: one call at a time, in order,
+// outside the breaker's lock. Without a circuit breaker it is never called.
+// The order of this option and WithCircuitBreaker does not matter.
+func WithOnCircuitStateChange(fn func(host string, from, to CircuitState)) Option {
+	return func(t *Transport) {
+		if fn != nil {
+			o := t.observer()
+			o.onCircuit = append(o.onCircuit, fn)
+			t.breakers.observe(o.onCircuit)
+		}
+	}
+}
+
+// observer holds a Transport's hooks and logger. A Transport without any
+// has none, so that the request path checks one pointer.
+type observer struct {
+	onAttempt  []func(AttemptInfo)
+	onDecision []func(Decision)
+	onCircuit  []func(host string, from, to CircuitState)
+	logger     *slog.Logger
+}
+
+// observer returns t's observer, making it if needed.
+func (t *Transport) observer() *observer {
+	if t.obs == nil {
+		t.obs = &observer{}
+	}
+	return t.obs
+}
+
+// observeAttempt reports an attempt to the hooks.
+func (t *Transport) observeAttempt(a Attempt, maxRetries int, hedged bool) {
+	if t.obs == nil {
+		return
+	}
+	for _, fn := range t.obs.onAttempt {
+		fn(AttemptInfo{Attempt: a, MaxRetries: maxRetries, Hedged: hedged})
+	}
+}
+
+// observeRetry reports a decision to retry a, after delay, to the hooks and
+// the logger.
+func (t *Transport) observeRetry(a Attempt, maxRetries int, delay time.Duration, hedge bool) {
+	if t.obs == nil {
+		return
+	}
+	d := Decision{Attempt: a, MaxRetries: maxRetries, Retry: true, Hedge: hedge, Delay: delay}
+	t.obs.decide(d)
+}
+
+// observeStop reports how a request sent as req ended, once RoundTrip has
+// its outcome.
+func (t *Transport) observeStop(req *http.Request, e ending, res *http.Response, err error) {
+	if t.obs == nil {
+		return
+	}
+	s := t.settings(req.Context())
+	t.obs.decide(Decision{
+		Attempt:    Attempt{Count: e.attempts, Req: req, Res: res, Err: err},
+		MaxRetries: s.maxRetries,
+		Reason:     e.why,
+	})
+}
+
+func (o *observer) decide(d Decision) {
+	for _, fn := range o.onDecision {
+		fn(d)
+	}
+	o.log(d)
+}

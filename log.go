@@ -1,0 +1,129 @@
+package retryhttp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Levels of the records written to the logger of WithLogger.
+const (
+	// LogLevelRetry is the level of the record written for each retry:
+	// Info, since a retry is worth seeing in a healthy system's logs (it
+	// means a backend failed, and was covered for) without being an error.
+	LogLevelRetry = slog.LevelInfo
+
+	// LogLevelGiveUp is the level of the record written when the transport
+	// gives up (StopReason.GaveUp): the caller gets a failure that retrying
+	// could not, or was not allowed to, cover.
+	LogLevelGiveUp = slog.LevelWarn
+)
+
+// WithLogger makes the transport write a record to logger for each retry
+// (at LogLevelRetry, message "retryhttp: retrying") and when it gives up
+// (at LogLevelGiveUp, message "retryhttp: giving up"). A request that
+// succeeds, fails in a way that is never retried, or is cancelled by its
+// caller writes nothing. nil, the default, writes nothing at all.
+//
+// Each record has these attributes:
+//
+//	method        the request's method
+//	url           scheme://host/path: never the query, the fragment or the userinfo
+//	attempt       the number of the attempt just made (1 for the first);
+//	              for giving up, the number of attempts sent
+//	max_attempts  the request's retry limit plus one
+//	delay         the wait before the retry (retries only)
+//	status        the response's status code, if the attempt brought one
+//	error         otherwise, its error, with the request's URL replaced by
+//	              the url above
+//	reason        for a retry, Decision.Cause ("status", "timeout", …);
+//	              for giving up, the StopReason ("retries exhausted", …)
+//
+// Records are written with the request's context, synchronously, on the
+// goroutine of the request. docs/observability.md shows examples.
+func WithLogger(logger *slog.Logger) Option {
+	return func(t *Transport) {
+		if logger != nil || t.obs != nil {
+			t.observer().logger = logger
+		}
+	}
+}
+
+// log writes the record of a decision, if any.
+func (o *observer) log(d Decision) {
+	l := o.logger
+	if l == nil {
+		return
+	}
+	level, msg, reason := LogLevelRetry, "retryhttp: retrying", d.Cause()
+	if !d.Retry {
+		if !d.Reason.GaveUp() {
+			return
+		}
+		level, msg, reason = LogLevelGiveUp, "retryhttp: giving up", d.Reason.String()
+	}
+	a := d.Attempt
+	ctx := context.Background()
+	if a.Req != nil {
+		ctx = a.Req.Context()
+	}
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 7)
+	var u string
+	if a.Req != nil {
+		u = redactURL(a.Req.URL)
+		attrs = append(attrs, slog.String("method", method(a.Req)), slog.String("url", u))
+	}
+	attrs = append(attrs,
+		slog.Int("attempt", a.Count),
+		slog.Int("max_attempts", d.MaxRetries+1))
+	if d.Retry {
+		attrs = append(attrs, slog.Duration("delay", d.Delay))
+	}
+	switch {
+	case a.Res != nil:
+		attrs = append(attrs, slog.Int("status", a.Res.StatusCode))
+	case a.Err != nil:
+		attrs = append(attrs, slog.String("error", redactErr(a.Err, a.Req, u)))
+	}
+	attrs = append(attrs, slog.String("reason", reason))
+	l.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// method returns req's method, with net/http's meaning of "".
+func method(req *http.Request) string {
+	if req.Method == "" {
+		return http.MethodGet
+	}
+	return req.Method
+}
+
+// redactURL returns u as scheme://host/path, without the userinfo, the
+// query and the fragment, which may carry secrets.
+func redactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return r.String()
+}
+
+// redactErr returns err's message with the forms of req's URL that an
+// error may quote (in full, or without its password, as http.Client's
+// *url.Error does) replaced by redacted.
+func redactErr(err error, req *http.Request, redacted string) string {
+	msg := err.Error()
+	if req == nil || req.URL == nil {
+		return msg
+	}
+	for _, full := range []string{req.URL.String(), req.URL.Redacted()} {
+		if full != "" && full != redacted {
+			msg = strings.ReplaceAll(msg, full, redacted)
+		}
+	}
+	return msg
+}

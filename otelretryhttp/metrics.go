@@ -1,0 +1,358 @@
+// Package otelretryhttp records the metrics of a retryhttp.Transport with
+// OpenTelemetry: logical requests and their outcomes, attempts, retries by
+// cause, final failures, retry-budget refusals, circuit states, the delays
+// chosen before retries and the attempts per request.
+//
+// It lives in a module of its own so that the core module does not pull in
+// OpenTelemetry; it is built only on the core's public hooks
+// (retryhttp.WithOnAttempt, WithOnRetryDecision, WithOnCircuitStateChange),
+// which it adds to those of the transport, without replacing them:
+//
+//	metrics, err := otelretryhttp.New(meterProvider)
+//	if err != nil { … }
+//	client := &http.Client{Transport: retryhttp.New(metrics)}
+//
+// docs/observability.md in the repository lists the instruments, with
+// Prometheus queries and alert rules that detect a retry storm.
+package otelretryhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/seed2409de8f/retryhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// ScopeName is the instrumentation scope of the instruments: the import path
+// of this package.
+const ScopeName = "github.com/seed2409de8f/retryhttp/otelretryhttp"
+
+// Names of the instruments.
+const (
+	RequestsName           = "retryhttp.client.requests"
+	AttemptsName           = "retryhttp.client.attempts"
+	RetriesName            = "retryhttp.client.retries"
+	FailuresName           = "retryhttp.client.failures"
+	BudgetRefusalsName     = "retryhttp.client.budget.refusals"
+	CircuitStateName       = "retryhttp.client.circuit.state"
+	RetryDelayName         = "retryhttp.client.retry.delay"
+	AttemptsPerRequestName = "retryhttp.client.attempts_per_request"
+)
+
+// Attribute keys, besides OpenTelemetry's http.request.method,
+// server.address, server.port, http.response.status_code and error.type.
+const (
+	// OutcomeKey is the attribute that says how a request ended: the
+	// retryhttp.StopReason in snake case ("success", "retries_exhausted",
+	// "budget_refused", …).
+	OutcomeKey = attribute.Key("retryhttp.outcome")
+
+	// RetryCauseKey is the attribute that says why a retry was sent:
+	// retryhttp.Decision.Cause ("status", "timeout", "dns", "connection",
+	// "error" or "hedge").
+	RetryCauseKey = attribute.Key("retryhttp.retry.cause")
+)
+
+// Bucket boundaries of the histograms.
+var (
+	delayBuckets    = []float64{0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	attemptsBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 16}
+)
+
+// instruments are the instruments of one New.
+type instruments struct {
+	attrs attrCache
+
+	requests, attempts, retries, failures, refusals metric.Int64Counter
+	circuit                                         metric.Int64Gauge
+	delay                                           metric.Float64Histogram
+	perRequest                                      metric.Int64Histogram
+}
+
+// New returns an option that makes a Transport record its metrics with
+// instruments made by mp's meter for ScopeName; nil means the global meter
+// provider (otel.GetMeterProvider). It fails only if an instrument cannot be
+// made. The option may be given to any number of Transports: they share the
+// instruments.
+//
+// Recording runs synchronously in the transport's hooks, on the request's
+// goroutine, and costs a few allocations per attempt and per request
+// (docs/observability.md gives measurements).
+func New(mp metric.MeterProvider) (retryhttp.Option, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	var ins instruments
+	var err, e error
+	ins.requests, e = m.Int64Counter(RequestsName, metric.WithUnit("{request}"),
+		metric.WithDescription("Logical requests sent through the transport (one per RoundTrip), by outcome."))
+	err = errors.Join(err, e)
+	ins.attempts, e = m.Int64Counter(AttemptsName, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent to servers: first attempts, retries and hedges."))
+	err = errors.Join(err, e)
+	ins.retries, e = m.Int64Counter(RetriesName, metric.WithUnit("{retry}"),
+		metric.WithDescription("Decisions to send another attempt of a request, by cause."))
+	err = errors.Join(err, e)
+	ins.failures, e = m.Int64Counter(FailuresName, metric.WithUnit("{request}"),
+		metric.WithDescription("Logical requests that ended with an error or a 429 or 5xx response, by outcome."))
+	err = errors.Join(err, e)
+	ins.refusals, e = m.Int64Counter(BudgetRefusalsName, metric.WithUnit("{request}"),
+		metric.WithDescription("Logical requests whose retry was refused by the retry budget."))
+	err = errors.Join(err, e)
+	ins.circuit, e = m.Int64Gauge(CircuitStateName, metric.WithUnit("{state}"),
+		metric.WithDescription("State of the circuit breaker of a destination: 0 closed, 1 half-open, 2 open."))
+	err = errors.Join(err, e)
+	ins.delay, e = m.Float64Histogram(RetryDelayName, metric.WithUnit("s"),
+		metric.WithDescription("Wait chosen before each retry."),
+		metric.WithExplicitBucketBoundaries(delayBuckets...))
+	err = errors.Join(err, e)
+	ins.perRequest, e = m.Int64Histogram(AttemptsPerRequestName, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent per logical request."),
+		metric.WithExplicitBucketBoundaries(attemptsBuckets...))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+	return func(t *retryhttp.Transport) {
+		retryhttp.WithOnAttempt(ins.attempt)(t)
+		retryhttp.WithOnRetryDecision(ins.decision)(t)
+		retryhttp.WithOnCircuitStateChange(ins.circuitChanged)(t)
+	}, nil
+}
+
+func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
+	a := ai.Attempt
+	k := requestKey(kindAttempt, a.Req)
+	if a.Res != nil {
+		k.code = a.Res.StatusCode
+	} else if a.Err != nil {
+		k.label = errorType(a)
+	}
+	ins.attempts.Add(ctxOf(a.Req), 1, ins.attrs.get(k).add...)
+}
+
+func (ins *instruments) decision(d retryhttp.Decision) {
+	a := d.Attempt
+	ctx := ctxOf(a.Req)
+	if d.Retry {
+		k := requestKey(kindRetry, a.Req)
+		k.label = d.Cause()
+		ins.retries.Add(ctx, 1, ins.attrs.get(k).add...)
+		ins.delay.Record(ctx, d.Delay.Seconds(), ins.attrs.get(requestKey(kindRequest, a.Req)).rec...)
+		return
+	}
+	if d.Reason == retryhttp.StopBudgetRefused {
+		ins.refusals.Add(ctx, 1, ins.attrs.get(requestKey(kindRequest, a.Req)).add...)
+	}
+	k := requestKey(kindStop, a.Req)
+	k.label = outcome(d.Reason)
+	opts := ins.attrs.get(k)
+	ins.requests.Add(ctx, 1, opts.add...)
+	ins.perRequest.Record(ctx, int64(a.Count), opts.rec...)
+	if failed(a) {
+		ins.failures.Add(ctx, 1, opts.add...)
+	}
+}
+
+func (ins *instruments) circuitChanged(host string, _, to retryhttp.CircuitState) {
+	u, err := url.Parse(host)
+	if err != nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attribute.String("server.address", u.Hostname())}
+	if port, err := strconv.Atoi(u.Port()); err == nil {
+		attrs = append(attrs, attribute.Int("server.port", port))
+	}
+	ins.circuit.Record(context.Background(), int64(to), metric.WithAttributes(attrs...))
+}
+
+// failed reports whether a request that ended with a's outcome failed: an
+// error, or a response with status 429 or 5xx.
+func failed(a retryhttp.Attempt) bool {
+	switch {
+	case a.Err != nil:
+		return true
+	case a.Res == nil:
+		return false
+	}
+	return a.Res.StatusCode >= 500 || a.Res.StatusCode == http.StatusTooManyRequests
+}
+
+// outcomes are the values of OutcomeKey, by StopReason.
+var outcomes = map[retryhttp.StopReason]string{
+	retryhttp.StopSuccess:          "success",
+	retryhttp.StopNotRetryable:     "not_retryable",
+	retryhttp.StopRetriesExhausted: "retries_exhausted",
+	retryhttp.StopBudgetRefused:    "budget_refused",
+	retryhttp.StopCircuitOpen:      "circuit_open",
+	retryhttp.StopDelayTooLong:     "delay_too_long",
+	retryhttp.StopDeadline:         "deadline_too_close",
+	retryhttp.StopCanceled:         "canceled",
+	retryhttp.StopError:            "error",
+}
+
+func outcome(r retryhttp.StopReason) string {
+	if s, ok := outcomes[r]; ok {
+		return s
+	}
+	return "_OTHER"
+}
+
+// errorType classifies the error of an attempt in a word: "canceled", or
+// the cause a retry of it would have ("timeout", "dns", "connection",
+// "error").
+func errorType(a retryhttp.Attempt) string {
+	if errors.Is(a.Err, context.Canceled) {
+		return "canceled"
+	}
+	return retryhttp.Decision{Retry: true, Attempt: a}.Cause()
+}
+
+// knownMethods are the methods reported as they are; others are "_OTHER",
+// as OpenTelemetry's HTTP conventions say, to bound cardinality.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodConnect: true,
+	http.MethodOptions: true, http.MethodTrace: true,
+}
+
+// requestKey returns the key of the attributes of kind for req: its
+// method, host and port, never its path or query, which would make the
+// cardinality unbounded. It does not allocate.
+func requestKey(kind attrKind, req *http.Request) attrKey {
+	k := attrKey{kind: kind}
+	if req == nil {
+		return k
+	}
+	switch m := req.Method; {
+	case m == "":
+		k.method = http.MethodGet
+	case knownMethods[m]:
+		k.method = m
+	default:
+		k.method = "_OTHER"
+	}
+	if u := req.URL; u != nil {
+		k.host = u.Hostname()
+		k.port = portOf(u)
+	}
+	return k
+}
+
+// portOf returns u's port, or its scheme's default, or 0.
+func portOf(u *url.URL) int {
+	if port := u.Port(); port != "" {
+		if p, err := strconv.Atoi(port); err == nil {
+			return p
+		}
+		return 0
+	}
+	switch u.Scheme {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
+}
+
+func ctxOf(req *http.Request) context.Context {
+	if req == nil {
+		return context.Background()
+	}
+	return req.Context()
+}
+
+// attrKind says which attributes an attrKey stands for.
+type attrKind uint8
+
+const (
+	kindRequest attrKind = iota // method, address, port
+	kindAttempt                 // … and the status code or error.type
+	kindRetry                   // … and the retry's cause
+	kindStop                    // … and the outcome
+)
+
+// attrKey identifies one set of attributes.
+type attrKey struct {
+	kind   attrKind
+	method string
+	host   string
+	port   int
+	code   int    // kindAttempt: the status code, or 0
+	label  string // error.type, the retry's cause or the outcome
+}
+
+// attrSet returns the attributes k stands for.
+func (k attrKey) attrSet() attribute.Set {
+	attrs := make([]attribute.KeyValue, 0, 4)
+	if k.method != "" {
+		attrs = append(attrs, attribute.String("http.request.method", k.method))
+	}
+	if k.host != "" {
+		attrs = append(attrs, attribute.String("server.address", k.host))
+	}
+	if k.port > 0 {
+		attrs = append(attrs, attribute.Int("server.port", k.port))
+	}
+	switch {
+	case k.kind == kindAttempt && k.code != 0:
+		attrs = append(attrs, attribute.Int("http.response.status_code", k.code))
+	case k.kind == kindAttempt && k.label != "":
+		attrs = append(attrs, attribute.String("error.type", k.label))
+	case k.kind == kindRetry:
+		attrs = append(attrs, RetryCauseKey.String(k.label))
+	case k.kind == kindStop:
+		attrs = append(attrs, OutcomeKey.String(k.label))
+	}
+	return attribute.NewSet(attrs...)
+}
+
+// attrOpts are the measurement options that carry one attribute set.
+type attrOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// maxCachedAttrs bounds the attribute sets kept; past it, sets are built
+// for each measurement.
+const maxCachedAttrs = 4096
+
+// attrCache keeps the measurement options of the attribute sets seen, so
+// that recording a measurement with attributes seen before allocates
+// nothing here. It is safe for concurrent use.
+type attrCache struct {
+	mu sync.RWMutex
+	m  map[attrKey]*attrOpts
+}
+
+func (c *attrCache) get(k attrKey) *attrOpts {
+	c.mu.RLock()
+	o, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	opt := metric.WithAttributeSet(k.attrSet())
+	o = &attrOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) < maxCachedAttrs {
+		if c.m == nil {
+			c.m = map[attrKey]*attrOpts{}
+		}
+		// The key's strings may point into a request's URL: keep copies.
+		k.method, k.host, k.label = strings.Clone(k.method), strings.Clone(k.host), strings.Clone(k.label)
+		c.m[k] = o
+	}
+	return o
+}
