@@ -145,6 +145,7 @@ func (h *hedge) final(o *outcome) bool {
 		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
 		IdempotencyKeyInjected: h.injected,
 		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
+		RetrySignalIgnored:     h.t.noRetrySignal,
 	}
 	if !h.s.shouldRetry(a) {
 		h.why = settled(h.ctx, o.res, o.err)

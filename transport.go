@@ -36,6 +36,11 @@ type Attempt struct {
 	// the server honours idempotency keys (WithIdempotencyKeysHonored),
 	// so that an injected key makes Req safe to send again.
 	IdempotencyKeyHonored bool
+
+	// RetrySignalIgnored reports whether the transport was told to ignore
+	// the cross-hop signal (WithRetrySignal(false)), so that a response
+	// carrying RetrySignalHeader: no-retry is retried like any other.
+	RetrySignalIgnored bool
 }
 
 // Transport is an http.RoundTripper that retries failed requests. Set it as
@@ -63,6 +68,8 @@ type Transport struct {
 	bodyBufferLimitSet   bool
 
 	noIdempotencyKeys      bool // the zero value injects keys
+	noRetrySignal          bool // the zero value honours and reports it
+	noAttemptHeader        bool // the zero value numbers retries
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
 
@@ -112,10 +119,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var refused error
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
+			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
 			return nil, refused
 		}
 	}
-	res, _, err := t.roundTrip(req)
+	res, end, err := t.roundTrip(req)
+	t.pushback(req, end, res)
 	if done != nil {
 		done(res, err)
 	}
@@ -161,6 +170,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 			Count: count, Req: sent, Res: res, Err: err,
 			IdempotencyKeyInjected: injected,
 			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
+			RetrySignalIgnored:     t.noRetrySignal,
 		}
 		if !s.shouldRetry(a) {
 			return res, ending{settled(ctx, res, err), count}, err
