@@ -3,6 +3,7 @@ package retryhttp_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -135,16 +136,20 @@ type attemptHeaders struct {
 
 func (a *attemptHeaders) handler(failures int64) handlerFn {
 	return func(n int64, w http.ResponseWriter, r *http.Request) {
-		v, ok := r.Header[retryhttp.AttemptHeader]
-		a.mu.Lock()
-		if ok {
-			a.seen = append(a.seen, strings.Join(v, ","))
-		} else {
-			a.seen = append(a.seen, "-")
-		}
-		a.mu.Unlock()
+		a.record(r)
 		_, _ = io.Copy(io.Discard, r.Body)
 		statusThen(503, failures)(n, w, r)
+	}
+}
+
+func (a *attemptHeaders) record(r *http.Request) {
+	v, ok := r.Header[retryhttp.AttemptHeader]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ok {
+		a.seen = append(a.seen, strings.Join(v, ","))
+	} else {
+		a.seen = append(a.seen, "-")
 	}
 }
 
@@ -196,10 +201,11 @@ func TestAttemptHeaderOnHedges(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		rec.handler(0)(n, w, r)
+		rec.record(r)
 		if n < 3 {
 			<-release // the first two attempts hang until the third answers
 		}
+		_, _ = io.WriteString(w, "ok")
 	})
 	defer once.Do(func() { close(release) })
 	c := &http.Client{Transport: newTransport(t, noDelay, unlimitedBudget, retryhttp.WithHedging(10*time.Millisecond, 2))}
@@ -473,4 +479,46 @@ func TestPushbackHappyPathAddsNoAllocs(t *testing.T) {
 	plain := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(context.Background())))
 	inside := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(ctx)))
 	assert.Equal(t, plain, inside)
+}
+
+// A service wraps its handler with Pushback. When its call to a backend
+// gives up and it passes the failure on, its callers are told not to retry:
+// the backend sees the retries of one hop only.
+func ExamplePushback() {
+	var backendHits atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		backendHits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer backend.Close()
+
+	noWait := retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
+	outbound := retryhttp.New(noWait)
+	defer outbound.CloseIdleConnections()
+	service := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The outbound request carries the inbound request's context.
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, backend.URL, nil)
+		res, err := outbound.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		res.Body.Close()
+		w.WriteHeader(res.StatusCode) // passes the failure on
+	})))
+	defer service.Close()
+
+	client := retryhttp.New(noWait)
+	defer client.CloseIdleConnections()
+	res, err := (&http.Client{Transport: client}).Get(service.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.Body.Close()
+	fmt.Println(res.StatusCode, res.Header.Get(retryhttp.RetrySignalHeader))
+	fmt.Println("backend requests:", backendHits.Load())
+	// Output:
+	// 503 no-retry
+	// backend requests: 4
 }
