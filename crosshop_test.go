@@ -462,7 +462,7 @@ func assertSignal(t *testing.T, url string, status int, want bool) *http.Respons
 	return res
 }
 
-// TestPushbackOutsideHandler checks that a request whose context carries
+// TestPushbackHappyPathAddsNoAllocs checks that a request whose context carries
 // no Pushback, or one that succeeds, costs nothing: the transport's
 // happy path with a Pushback context allocates as it does without.
 func TestPushbackHappyPathAddsNoAllocs(t *testing.T) {
