@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -29,12 +30,14 @@ type replay struct {
 	mode replayMode
 	buf  []byte    // replayBuffered: the whole body
 	once io.Reader // replayOnce of an overflowing body: buffered prefix + rest
+
+	numbered bool // attempts after the first carry AttemptHeader
 }
 
 // newReplay decides how req's body is replayed, buffering it if it has no
 // GetBody and might be retried. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings) (replay, error) {
-	r := replay{req: req}
+	r := replay{req: req, numbered: s.attemptHeader}
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 		r.mode = replayNoBody
@@ -75,8 +78,45 @@ func (r *replay) buffer(limit int64) error {
 // replayable reports whether the request may be sent more than once.
 func (r *replay) replayable() bool { return r.mode != replayOnce }
 
-// request returns the request for attempt n (1 for the first).
+// request returns the request for attempt n (1 for the first), numbered
+// if the transport numbers attempts.
 func (r *replay) request(n int) (*http.Request, error) {
+	req, err := r.withReplayedBody(n)
+	if err != nil || !r.numbered {
+		return req, err
+	}
+	return r.number(req, n), nil
+}
+
+// number returns req, or a copy of it, carrying AttemptHeader as attempt n
+// must: n itself after the first, nothing on the first. A first attempt
+// that carries no such header, the usual case, is returned as it is.
+func (r *replay) number(req *http.Request, n int) *http.Request {
+	if n == 1 {
+		if _, ok := req.Header[AttemptHeader]; !ok {
+			return req
+		}
+	}
+	if req == r.req {
+		c := *req
+		req = &c
+	}
+	// Headers of their own: an earlier attempt may still be being sent.
+	req.Header = req.Header.Clone()
+	if req.Header == nil {
+		req.Header = make(http.Header, 1)
+	}
+	if n == 1 {
+		delete(req.Header, AttemptHeader)
+	} else {
+		req.Header[AttemptHeader] = []string{strconv.Itoa(n)}
+	}
+	return req
+}
+
+// withReplayedBody returns the request for attempt n with a body of its
+// own.
+func (r *replay) withReplayedBody(n int) (*http.Request, error) {
 	switch r.mode {
 	case replayGetBody:
 		if n == 1 {

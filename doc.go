@@ -29,7 +29,11 @@
 // backend sees about 1.0× its callers' requests instead of 4×. A circuit
 // breaker per host is available (WithCircuitBreaker), and so is hedging of
 // idempotent requests (WithHedging), whose hedges spend the same budget.
-// docs/storms.md gives the arithmetic and measurements.
+// Across a chain of services, Pushback wraps a service's handler so that a
+// failure it already retried reaches its callers marked "don't retry"
+// (Retry-Pushback: no-retry), which the default policy honours: only the hop
+// above a failure retries it. docs/storms.md gives the arithmetic and
+// measurements.
 //
 // Where it sits: the Transport wraps a base transport (WithTransport), which
 // sends each attempt. Instrumentation that should see every attempt (an

@@ -186,6 +186,7 @@ func (h *hedge) attempt(o *outcome) Attempt {
 		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
 		IdempotencyKeyInjected: h.injected,
 		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
+		RetrySignalIgnored:     h.t.noRetrySignal,
 	}
 }
 

@@ -106,6 +106,7 @@ type settings struct {
 	idempotencyKeys        bool
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
+	attemptHeader          bool
 
 	hedgeDelay time.Duration // hedging is on when both are positive
 	maxHedges  int
@@ -125,6 +126,7 @@ func (t *Transport) settings(ctx context.Context) settings {
 		idempotencyKeys:        !t.noIdempotencyKeys,
 		idempotencyKeyHeader:   t.idempotencyKeyHeader,
 		idempotencyKeysHonored: t.idempotencyKeysHonored,
+		attemptHeader:          !t.noAttemptHeader,
 
 		hedgeDelay: t.hedgeDelay,
 		maxHedges:  t.maxHedges,

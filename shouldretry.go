@@ -57,7 +57,10 @@ type CustomizedShouldRetryFnOptions struct {
 //   - a response with status 502 or 503, when the request is guessed
 //     idempotent.
 //
-// Anything else, including every 1xx, 2xx and 3xx response, is not retried.
+// Anything else, including every 1xx, 2xx and 3xx response, is not retried,
+// nor is a response carrying the cross-hop signal (RetrySignalHeader:
+// no-retry; see Pushback), unless Attempt.RetrySignalIgnored says the
+// transport ignores it.
 // A request is guessed idempotent if its method is GET, HEAD, OPTIONS, TRACE,
 // PUT or DELETE, or if it carries a non-empty Idempotency-Key or
 // X-Idempotency-Key header set by the caller. A key the transport injected
@@ -124,6 +127,10 @@ func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	code := a.Res.StatusCode
 	// 1xx, 2xx and 3xx are answers, whatever their headers say.
 	if code < 400 {
+		return false
+	}
+	// A server behind this one already retried, or gave up: pass it on.
+	if !a.RetrySignalIgnored && HasRetrySignal(a.Res.Header) {
 		return false
 	}
 	// The server asked to be called again later.

@@ -36,6 +36,11 @@ type Attempt struct {
 	// the server honours idempotency keys (WithIdempotencyKeysHonored),
 	// so that an injected key makes Req safe to send again.
 	IdempotencyKeyHonored bool
+
+	// RetrySignalIgnored reports whether the transport was told to ignore
+	// the cross-hop signal (WithRetrySignal(false)), so that a response
+	// carrying RetrySignalHeader: no-retry is retried like any other.
+	RetrySignalIgnored bool
 }
 
 // Transport is an http.RoundTripper that retries failed requests. Set it as
@@ -63,6 +68,8 @@ type Transport struct {
 	bodyBufferLimitSet   bool
 
 	noIdempotencyKeys      bool // the zero value injects keys
+	noRetrySignal          bool // the zero value honours and reports it
+	noAttemptHeader        bool // the zero value numbers retries
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
 
@@ -114,11 +121,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var refused error
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
+			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
 			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused)
 			return nil, refused
 		}
 	}
 	res, e, err := t.roundTrip(req)
+	t.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
 	}
@@ -151,9 +160,13 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		}
 		res, err := t.send(sent, s.attemptTimeout)
 		s.budget.deposit(sent, res)
-		t.observeAttempt(Attempt{Count: count, Req: sent, Res: res, Err: err,
-			IdempotencyKeyInjected: injected, IdempotencyKeyHonored: s.idempotencyKeysHonored},
-			s.maxRetries, false)
+		a := Attempt{
+			Count: count, Req: sent, Res: res, Err: err,
+			IdempotencyKeyInjected: injected,
+			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
+			RetrySignalIgnored:     t.noRetrySignal,
+		}
+		t.observeAttempt(a, s.maxRetries, false)
 		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
 			// An upgraded connection: nothing to retry.
 			return res, ending{StopSuccess, count}, nil
@@ -163,11 +176,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		// retries configured, or a body that cannot be replayed).
 		if s.maxRetries == 0 || !body.replayable() {
 			return res, ending{settled(ctx, res, err), count}, err
-		}
-		a := Attempt{
-			Count: count, Req: sent, Res: res, Err: err,
-			IdempotencyKeyInjected: injected,
-			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
 		}
 		if !s.shouldRetry(a) {
 			return res, ending{settled(ctx, res, err), count}, err

@@ -3,12 +3,14 @@ package storm
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/seed2409de8f/retryhttp"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -21,7 +23,10 @@ const hops = 5 // retrying clients between the caller and the dead tail
 // its caller with the status it got, or 502 on an error. Without a budget,
 // each hop multiplies: (retries+1)^5 tail hits per logical request. With
 // retryhttp's budget, each hop adds at most 10 retries over its lifetime.
+// With the cross-hop signal as well (retryhttp.Pushback on every server),
+// only the hop above the tail retries: its 10 retries in all.
 func TestAmplificationChain(t *testing.T) {
+	const signal = "retryhttp defaults + cross-hop signal"
 	tests := []struct {
 		lib      string
 		requests int
@@ -30,6 +35,10 @@ func TestAmplificationChain(t *testing.T) {
 		{lib: "no retries", requests: 20, want: func(got float64) bool { return got == 1 }},
 		{lib: "retryhttp defaults", requests: 1, want: func(got float64) bool { return got <= 1+10*hops }},
 		{lib: "retryhttp defaults", requests: 100, want: func(got float64) bool { return got <= 1+10*hops/100.0 }},
+		{lib: "retryhttp defaults", requests: 1000, want: func(got float64) bool { return got <= 1+10*hops/1000.0 }},
+		{lib: signal, requests: 1, want: func(got float64) bool { return got == 4 }},
+		{lib: signal, requests: 100, want: func(got float64) bool { return math.Abs(got-(1+10/100.0)) < 1e-9 }},
+		{lib: signal, requests: 1000, want: func(got float64) bool { return math.Abs(got-(1+10/1000.0)) < 1e-9 }},
 		{lib: "retryhttp, budget off", requests: 1, want: func(got float64) bool { return got == 1024 }},
 		{lib: "hashicorp/go-retryablehttp v0.7.8 defaults", requests: 1, want: func(got float64) bool { return got == 3125 }},
 		{lib: "failsafe-go v0.9.8 failsafehttp defaults", requests: 1, want: func(got float64) bool { return got == 243 }},
@@ -38,6 +47,7 @@ func TestAmplificationChain(t *testing.T) {
 	for _, lib := range libraries() {
 		libs[lib.name] = lib
 	}
+	libs[signal] = library{name: signal, newClient: libs["retryhttp defaults"].newClient, pushback: true}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\nMeasured amplification through %d retrying hops, dead tail:\n\n", hops)
 	fmt.Fprintf(&table, "| client at every hop | logical requests | tail hits per logical request |\n|---|---|---|\n")
@@ -47,7 +57,7 @@ func TestAmplificationChain(t *testing.T) {
 			if !assert.True(t, ok, tt.lib) {
 				return
 			}
-			got := chain(t, lib.newClient, tt.requests)
+			got := chain(t, lib, tt.requests)
 			fmt.Fprintf(&table, "| %s | %d | %.2f× |\n", tt.lib, tt.requests, got)
 			assert.True(t, tt.want(got), "got %.2f", got)
 		})
@@ -55,11 +65,19 @@ func TestAmplificationChain(t *testing.T) {
 	t.Log(table.String())
 }
 
-// chain builds the chain, sends requests GETs through it one after the
-// other, and returns the tail's hits per request.
-func chain(t *testing.T, newClient func() client, requests int) float64 {
+// chain builds the chain with lib's clients (and retryhttp.Pushback on
+// every server if lib says so), sends requests GETs through it one after
+// the other, and returns the tail's hits per request.
+func chain(t *testing.T, lib library, requests int) float64 {
+	newClient := lib.newClient
+	wrap := func(h http.HandlerFunc) http.Handler {
+		if lib.pushback {
+			return retryhttp.Pushback(h)
+		}
+		return h
+	}
 	var hits atomic.Int64
-	tail := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	tail := httptest.NewServer(wrap(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
@@ -70,7 +88,7 @@ func chain(t *testing.T, newClient func() client, requests int) float64 {
 		c := newClient()
 		defer c.close()
 		target := next
-		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxy := httptest.NewServer(wrap(func(w http.ResponseWriter, r *http.Request) {
 			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, target, nil)
 			res, err := c.Do(req)
 			if err != nil {

@@ -36,6 +36,7 @@ type library struct {
 	name      string
 	newClient func() client
 	want      float64 // server hits per logical request
+	pushback  bool    // chain: retryhttp.Pushback on every server
 }
 
 func libraries() []library {
