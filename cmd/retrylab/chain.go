@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp"
 )
 
 // Chain scenario.
@@ -32,22 +34,20 @@ var chainTails = []chainTail{
 
 // chainPolicies are the rows of the chain scenario, run against each tail.
 func chainPolicies() []policy {
-	ps := []policy{naivePolicy(), defaultsPolicy()}
-	if p, ok := crossHopPolicy(); ok {
-		ps = append(ps, p)
-	}
-	return ps
+	return []policy{naivePolicy(), defaultsPolicy(), crossHopPolicy()}
 }
 
-// crossHopPolicy is the place of the "defaults + cross-hop signal" row: the
-// default transport at every hop, with the signal that tells the hops above
-// a failing one not to retry. The signal is being built in its own issue;
-// until it lands this reports false and the row is listed as pending. To
-// wire it: return the policy (its transport made with the signal's option),
-// and, if the signal travels in a request header, forward that header in
-// proxy below (response headers already travel back up).
-func crossHopPolicy() (policy, bool) {
-	return policy{}, false
+// crossHopPolicy is the "defaults + cross-hop signal" row: the default
+// transport at every hop, and every hop's handler wrapped in
+// retryhttp.Pushback, so that a hop whose retries gave up tells the hops
+// above it not to retry (Retry-Pushback: no-retry, which proxy passes up
+// with the other response headers).
+func crossHopPolicy() policy {
+	p := defaultsPolicy()
+	p.name = "defaults + cross-hop signal"
+	p.about = "retryhttp.New() at every hop, and every hop's handler wrapped in retryhttp.Pushback"
+	p.pushback = true
+	return p
 }
 
 // chainRow is the result of one policy against one tail.
@@ -64,8 +64,7 @@ func (r chainRow) perRequest() float64 { return float64(r.hits[hops-1]) / float6
 
 // chainResult is the chain scenario's outcome.
 type chainResult struct {
-	rows    []chainRow
-	pending bool // the cross-hop row is not there yet
+	rows []chainRow
 }
 
 // chainRequests returns the number of requests each caller sends to a tail:
@@ -82,8 +81,7 @@ func chainRequests(cfg config, tail string) int {
 // test. A hop answers with the status it got from the next one, and its
 // headers, or 502 on an error.
 func runChain(ctx context.Context, cfg config) (chainResult, error) {
-	_, ok := crossHopPolicy()
-	r := chainResult{pending: !ok}
+	var r chainResult
 	for _, tail := range chainTails {
 		for _, p := range chainPolicies() {
 			row, err := chainRun(ctx, cfg, p, tail)
@@ -126,6 +124,9 @@ func chainRun(ctx context.Context, cfg config, p policy, tail chainTail) (chainR
 			base := newBase()
 			defer base.CloseIdleConnections()
 			h = proxy(&http.Client{Transport: p.transport(base, waitScale)}, servers[i+1].URL)
+			if p.pushback {
+				h = withPushback(h)
+			}
 		}
 		s, err := startServer(h, start, time.Hour, 1)
 		if err != nil {
@@ -183,6 +184,17 @@ func proxy(c *http.Client, next string) handlerFunc {
 	}
 }
 
+// withPushback wraps a hop's handler in retryhttp.Pushback.
+func withPushback(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) int {
+		var status int
+		retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			status = h(w, r)
+		})).ServeHTTP(w, r)
+		return status
+	}
+}
+
 // chainSection turns the result into the report's section.
 func chainSection(r chainResult, cfg config) section {
 	s := section{
@@ -198,9 +210,6 @@ func chainSection(r chainResult, cfg config) section {
 		},
 		header: []string{"policy", "S5", "requests", "S1 … S5 hits", "S5 hits per request", "success", "p50", "p99"},
 	}
-	if r.pending {
-		s.notes = append(s.notes, "The row \"defaults + cross-hop signal\" is pending: the signal that tells the hops above a failing one not to retry has its own issue.")
-	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
 	var bars []bar
 	for _, row := range r.rows {
@@ -210,9 +219,6 @@ func chainSection(r chainResult, cfg config) section {
 			fmt.Sprintf("%.2f×", row.perRequest()), pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		bars = append(bars, bar{row.policy.name + ", S5 " + row.tail, row.perRequest()})
-	}
-	if r.pending {
-		s.rows = append(s.rows, []string{"defaults + cross-hop signal", "dead, flaky", "—", "—", "pending", "—", "—", "—"})
 	}
 	s.policies = append(s.policies, chainPolicies()...)
 	s.charts = []chart{{

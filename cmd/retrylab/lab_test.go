@@ -117,6 +117,14 @@ func TestChain(t *testing.T) {
 			// Each hop adds at most its budget's 10 retries.
 			assert.LessOrEqual(t, r.perRequest(), float64(r.requests+10*hops)/float64(r.requests))
 			assert.Zero(t, r.sum.success)
+		case r.policy.name == crossHopPolicy().name && r.tail == "dead":
+			// Only S4, the hop above the dead tail, retries; the hops above
+			// it are told not to: S1 … S4 see each request once, and S5
+			// sees it plus at most S4's budget of 10 retries.
+			n := int64(r.requests)
+			assert.Equal(t, [hops - 1]int64{n, n, n, n}, [hops - 1]int64(r.hits[:hops-1]))
+			assert.LessOrEqual(t, r.hits[hops-1], n+10)
+			assert.Zero(t, r.sum.success)
 		default: // flaky 5%
 			assert.Less(t, r.perRequest(), 1.2, "%s, %s", r.policy.name, r.tail)
 			assert.Greater(t, r.sum.success, 0.9, "%s, %s", r.policy.name, r.tail)

@@ -22,6 +22,10 @@ type policy struct {
 	// processes), instead of one shared by all the clients of a run (one
 	// process with many concurrent callers).
 	perClient bool
+
+	// pushback wraps the handler of every hop of the chain scenario in
+	// retryhttp.Pushback.
+	pushback bool
 }
 
 // noWait is the delay of the immediate policies.
