@@ -194,20 +194,28 @@ func IsDNSErr(err error) bool {
 // context.DeadlineExceeded or ErrAttemptTimeout, among others). Every error
 // in the tree counts, not only the first with a Timeout method.
 func IsTimeoutErr(err error) bool {
-	switch e := err.(type) {
-	case nil:
+	return anyInTree(err, func(e error) bool {
+		t, ok := e.(interface{ Timeout() bool })
+		return ok && t.Timeout()
+	})
+}
+
+// anyInTree reports whether match holds for err or any error it wraps, at any
+// depth and on every branch. Unlike errors.As, it does not stop at the first
+// error of a type: a wrapper that answers no does not hide a yes below it.
+func anyInTree(err error, match func(error) bool) bool {
+	if err == nil {
 		return false
-	case interface{ Timeout() bool }:
-		if e.Timeout() {
-			return true
-		}
+	}
+	if match(err) {
+		return true
 	}
 	switch e := err.(type) {
 	case interface{ Unwrap() error }:
-		return IsTimeoutErr(e.Unwrap())
+		return anyInTree(e.Unwrap(), match)
 	case interface{ Unwrap() []error }:
 		for _, inner := range e.Unwrap() {
-			if IsTimeoutErr(inner) {
+			if anyInTree(inner, match) {
 				return true
 			}
 		}
@@ -286,21 +294,7 @@ const http2GoAwayPrefix = "http2: server sent GOAWAY and closed the connection"
 // isHTTP2GoAway reports whether err, or an error it wraps, is the error of a
 // request in flight on a connection the server closed after a GOAWAY.
 func isHTTP2GoAway(err error) bool {
-	if err == nil {
-		return false
-	}
-	if strings.HasPrefix(err.Error(), http2GoAwayPrefix) {
-		return true
-	}
-	switch e := err.(type) {
-	case interface{ Unwrap() error }:
-		return isHTTP2GoAway(e.Unwrap())
-	case interface{ Unwrap() []error }:
-		for _, inner := range e.Unwrap() {
-			if isHTTP2GoAway(inner) {
-				return true
-			}
-		}
-	}
-	return false
+	return anyInTree(err, func(e error) bool {
+		return strings.HasPrefix(e.Error(), http2GoAwayPrefix)
+	})
 }
