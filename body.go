@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -57,7 +58,7 @@ func newReplay(req *http.Request, s *settings) (replay, error) {
 // replayed from memory; a larger one is streamed once, prefix then rest.
 func (r *replay) buffer(limit int64) error {
 	body := r.req.Body
-	buf, err := io.ReadAll(io.LimitReader(body, limit+1))
+	buf, err := io.ReadAll(io.LimitReader(body, plusOne(limit)))
 	if err != nil {
 		body.Close()
 		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
@@ -173,8 +174,8 @@ func discard(res *http.Response) {
 	}
 	var once sync.Once
 	closeOnce := func() { once.Do(func() { res.Body.Close() }) }
-	if b, ok := res.Body.(interface{ rearm() }); ok {
-		b.rearm() // a body that trickles is cut by the attempt timeout
+	if b, ok := res.Body.(interface{ rearm(time.Duration) }); ok {
+		b.rearm(maxDrainTime) // a body that trickles is cut by the attempt's context
 	} else {
 		// A body that trickles or stalls is cut by closing it, which
 		// unblocks a read in progress.
@@ -182,9 +183,20 @@ func discard(res *http.Response) {
 		defer timer.Stop()
 	}
 	if res.ContentLength <= maxDrain { // includes -1, unknown
-		_, _ = io.CopyN(io.Discard, res.Body, maxDrain)
+		// One byte more than the bound, so that a chunked body of exactly
+		// maxDrain bytes is read to its end and its connection reused.
+		_, _ = io.CopyN(io.Discard, res.Body, maxDrain+1)
 	}
 	closeOnce()
+}
+
+// plusOne returns n+1, or n if that would overflow: the bound of a read that
+// must tell "exactly n bytes" from "more than n".
+func plusOne(n int64) int64 {
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
 }
 
 // closeBody closes the body of a request that will not be sent.

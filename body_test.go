@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -373,4 +374,56 @@ func TestCallerBodyClosed(t *testing.T) {
 			assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
 		})
 	}
+}
+
+// Regression: WithBodyBufferLimit(math.MaxInt64) overflowed the read bound
+// (limit+1) and sent an empty body.
+func TestBodyBufferLimitMaxInt64KeepsBody(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(503)
+		}
+	})
+	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(math.MaxInt64))
+
+	req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("hello world")))
+	require.NoError(t, err)
+	require.Nil(t, req.GetBody)
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	readAll(t, res)
+
+	assert.Equal(t, []string{"hello world", "hello world"}, got)
+}
+
+// Regression: a discarded chunked body of exactly 64 KiB was read to the
+// bound but not to its end, so every such response cost its connection.
+func TestDiscardedChunkedBodyOfExactlyMaxDrainKeepsConnection(t *testing.T) {
+	chunk := bytes.Repeat([]byte("x"), retryhttp.MaxDrain)
+	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n%2 == 1 {
+			w.WriteHeader(503)
+			_, _ = w.Write(chunk[:1])
+			_ = http.NewResponseController(w).Flush() // chunked from here on
+			_, _ = w.Write(chunk[1:])
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	tr := newTransport(t, noDelay, unlimitedBudget)
+	client := &http.Client{Transport: tr}
+
+	for range 10 {
+		res, err := client.Get(srv.URL)
+		require.NoError(t, err)
+		assert.Equal(t, "ok", readAll(t, res))
+	}
+	assert.Equal(t, int64(20), srv.attempts.Load())
+	assert.LessOrEqual(t, srv.conns.Load(), int64(2), "drained to the end: the connection is reused")
 }

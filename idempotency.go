@@ -90,15 +90,13 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 }
 
 // carriesKey reports whether the caller put a key on h, under either usual
-// name or under name; an empty or nil value counts (net/http reads a nil
-// Idempotency-Key as "replayable, send no header").
+// name or under name, in any case; an empty or nil value counts (net/http
+// reads a nil Idempotency-Key as "replayable, send no header").
 func carriesKey(h http.Header, name string) bool {
-	if _, ok := h["Idempotency-Key"]; ok {
-		return true
+	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key", http.CanonicalHeaderKey(name)} {
+		if _, ok := lookupHeader(h, n); ok {
+			return true
+		}
 	}
-	if _, ok := h["X-Idempotency-Key"]; ok {
-		return true
-	}
-	_, ok := h[http.CanonicalHeaderKey(name)]
-	return ok
+	return false
 }

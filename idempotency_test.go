@@ -362,3 +362,21 @@ func TestIdempotencyKeyOnBufferedBody(t *testing.T) {
 		assert.Equal(t, "streamed", a.body)
 	}
 }
+
+// Regression: a key set in the header map under a non-canonical name (which
+// Header.Get does not see) was not noticed, and a second key was injected.
+func TestIdempotencyKeyNonCanonicalCallerKeyKept(t *testing.T) {
+	ks := newKeyServer(t, map[string][]func(http.ResponseWriter){"/": {status(503)}})
+	c := newKeyClient(t)
+
+	req, err := http.NewRequest(http.MethodPost, ks.URL+"/", strings.NewReader("x"))
+	require.NoError(t, err)
+	req.Header["idempotency-key"] = []string{"caller-key"}
+	do(t, c, req)
+
+	seen := ks.seen()
+	require.Len(t, seen, 2, "the caller's key makes the POST retryable on 503")
+	for _, a := range seen {
+		assert.Equal(t, []string{"caller-key"}, a.header.Values("Idempotency-Key"), "one key, the caller's")
+	}
+}

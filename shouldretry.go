@@ -179,7 +179,27 @@ func (p retryPolicy) idempotentMethod(method string) bool {
 // hasIdempotencyKey reports whether h carries a non-empty idempotency key
 // under either of the names in use.
 func hasIdempotencyKey(h http.Header) bool {
-	return h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != ""
+	for _, name := range [...]string{"Idempotency-Key", "X-Idempotency-Key"} {
+		if v, ok := lookupHeader(h, name); ok && len(v) > 0 && v[0] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// lookupHeader returns the values of the header canonical, which must be in
+// canonical form, also when the caller set it in the map under another case
+// (h["idempotency-key"] = ...), which Header.Get does not see.
+func lookupHeader(h http.Header, canonical string) ([]string, bool) {
+	if v, ok := h[canonical]; ok {
+		return v, true
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, canonical) {
+			return v, true
+		}
+	}
+	return nil, false
 }
 
 // IsDNSErr reports whether err is, or wraps, a *net.DNSError: the name of the

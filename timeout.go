@@ -29,8 +29,8 @@ func sendWithTimeout(rt http.RoundTripper, req *http.Request, timeout time.Durat
 		cancel(nil)
 		return nil, errAttemptTimedOut(timeout)
 	}
-	if err != nil || res == nil || res.Body == nil {
-		cancel(nil)
+	if err != nil || res == nil || res.Body == nil || res.Body == http.NoBody {
+		cancel(nil) // nothing left to read: release the attempt now
 		return res, err
 	}
 	res.Body = newCancelBody(res.Body, cancel, timer, timeout)
@@ -59,13 +59,14 @@ type cancelBody struct {
 
 func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
+	b.timer.Stop()
 	b.cancel(nil)
 	return err
 }
 
 // rearm starts the attempt's timer again, so that draining a discarded body
-// takes at most one more attempt timeout.
-func (b *cancelBody) rearm() { b.timer.Reset(b.timeout) }
+// takes at most the attempt timeout or limit, whichever is shorter.
+func (b *cancelBody) rearm(limit time.Duration) { b.timer.Reset(min(b.timeout, limit)) }
 
 // cancelRWCBody is a cancelBody that can also be written to.
 type cancelRWCBody struct {

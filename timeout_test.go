@@ -292,13 +292,27 @@ func TestStalledDiscardedBodyDoesNotBlock(t *testing.T) {
 		_ = http.NewResponseController(w).Flush()
 		hang(r)
 	})
-	tr := newTransport(t, noDelay)
+	for _, tt := range []struct {
+		name string
+		give []retryhttp.Option
+	}{
+		{name: "no attempt timeout"},
+		// Regression: with an attempt timeout, the drain was bounded by a
+		// whole attempt timeout (here 30s) instead of the shorter drain
+		// bound.
+		{name: "long attempt timeout", give: []retryhttp.Option{retryhttp.WithAttemptTimeout(30 * time.Second)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv.attempts.Store(0)
+			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.give...)...)
 
-	start := time.Now()
-	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
-	require.NoError(t, err)
+			start := time.Now()
+			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+			require.NoError(t, err)
 
-	assert.Equal(t, "ok", readAll(t, res))
-	assert.Less(t, time.Since(start), 5*time.Second)
-	assert.Equal(t, int64(2), srv.attempts.Load())
+			assert.Equal(t, "ok", readAll(t, res))
+			assert.Less(t, time.Since(start), 5*time.Second)
+			assert.Equal(t, int64(2), srv.attempts.Load())
+		})
+	}
 }
