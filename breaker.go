@@ -89,8 +89,9 @@ type CircuitBreakerSettings struct {
 	// released: the callback may send requests through the same Transport.
 	OnStateChange func(host string, from, to CircuitState)
 
-	// MaxHosts bounds the number of destinations whose circuits are kept;
-	// past it, a new destination evicts another (a closed one with no
+	// MaxHosts bounds the number of destinations whose circuits are kept (to
+	// within one per shard of the map, at most 31 more); past it, a new
+	// destination evicts another (a closed one with no
 	// samples if one is found quickly), which starts again closed. Zero or
 	// negative means 1024.
 	MaxHosts int

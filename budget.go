@@ -39,8 +39,9 @@ type RetryBudgetOptions struct {
 	// 2^30 are treated as 2^30.
 	Capacity int
 
-	// MaxHosts bounds the number of hosts whose buckets are kept. Past it, a
-	// new host evicts another (one whose bucket is full if one is found
+	// MaxHosts bounds the number of hosts whose buckets are kept (to within
+	// one per shard of the map, at most 31 more). Past it, a new host evicts
+	// another (one whose bucket is full if one is found
 	// quickly, else an arbitrary one), which starts again with a full
 	// bucket when it next fails. The default is DefaultRetryBudgetMaxHosts,
 	// 1024.
@@ -152,6 +153,20 @@ func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
 	}
 	if bk, ok := b.hosts.get(keyOf(req)); ok {
 		bk.deposit(b.ratio)
+	}
+}
+
+// refund gives back the token of a retry whose attempt, which sent req,
+// ended with a success: for retries after a connection lost before any
+// response (a keep-alive connection the server closed just as it was reused,
+// say), which say nothing about the server's load. A server that keeps
+// breaking connections gets nothing back.
+func (b *RetryBudget) refund(req *http.Request, res *http.Response) {
+	if b == nil || !success(res) {
+		return
+	}
+	if bk, ok := b.hosts.get(keyOf(req)); ok {
+		bk.deposit(tokenScale)
 	}
 }
 
@@ -290,12 +305,13 @@ const evictScan = 8
 // one atomic read and take no lock, so goroutines calling one host do not
 // write to any shared memory to find its value (a read lock would: every
 // RLock writes the lock's reader count). Adding a host copies its shard's
-// table, of at most maxHosts/shards entries, under the shard's mutex; that
+// table, of about maxHosts/shards entries, under the shard's mutex; that
 // happens once per host, or on each new host once the map is full.
 type hostMap[V evictable] struct {
 	seed     maphash.Seed
 	shards   []hostShard[V]
-	perShard int
+	maxHosts int64
+	total    atomic.Int64 // entries in all the shards
 	newValue func(hostKey) V
 }
 
@@ -316,14 +332,17 @@ type hostEntry[V evictable] struct {
 	value V
 }
 
-// newHostMap returns a map of at most maxHosts (≥ 1) entries whose missing
-// values are made by newValue.
+// newHostMap returns a map of about maxHosts (≥ 1) entries whose missing
+// values are made by newValue. Eviction starts when the whole map holds
+// maxHosts entries, whatever their spread over the shards; a new host whose
+// shard is empty then is added all the same, so the map holds at most
+// maxHosts + shards − 1 entries.
 func newHostMap[V evictable](maxHosts int, newValue func(hostKey) V) *hostMap[V] {
 	n := min(maxShards, maxHosts)
 	return &hostMap[V]{
 		seed:     maphash.MakeSeed(),
 		shards:   make([]hostShard[V], n),
-		perShard: maxHosts / n,
+		maxHosts: int64(maxHosts),
 		newValue: newValue,
 	}
 }
@@ -366,8 +385,10 @@ func (h *hostMap[V]) getOrCreate(k hostKey) V {
 		return v
 	}
 	t := old.clone()
-	if t.n >= h.perShard {
-		t.evict()
+	if h.total.Load() >= h.maxHosts && t.n > 0 {
+		t.evict() // one out, one in: the total stays
+	} else {
+		h.total.Add(1)
 	}
 	k = k.clone()
 	v := h.newValue(k)

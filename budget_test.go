@@ -225,15 +225,23 @@ func TestBudgetMaxHosts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A new host whose shard is empty is added even when the map
+			// is full: at most one more per shard.
+			bound := tt.want + min(32, tt.want) - 1
 			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxHosts: tt.give})
 			for i := range 10_000 {
 				retryhttp.BudgetWithdraw(b, fmt.Sprintf("http://host-%d.example/", i))
+				if i < tt.want {
+					// Regression: shards evicted at MaxHosts/shards each,
+					// long before the map held MaxHosts hosts.
+					require.Equal(t, i+1, retryhttp.BudgetHosts(b), "no eviction before MaxHosts")
+				}
 				if i%100 == 0 {
-					require.LessOrEqual(t, retryhttp.BudgetHosts(b), tt.want)
+					require.LessOrEqual(t, retryhttp.BudgetHosts(b), bound)
 				}
 			}
-			assert.LessOrEqual(t, retryhttp.BudgetHosts(b), tt.want)
-			assert.Greater(t, retryhttp.BudgetHosts(b), tt.want/2, "shards fill up")
+			assert.LessOrEqual(t, retryhttp.BudgetHosts(b), bound)
+			assert.GreaterOrEqual(t, retryhttp.BudgetHosts(b), tt.want)
 		})
 	}
 }
@@ -506,4 +514,55 @@ func TestBudgetUnsentRetryCostsNothing(t *testing.T) {
 	}
 	assert.EqualValues(t, 20, srv.attempts.Load())
 	assert.InDelta(t, 10, retryhttp.BudgetTokens(b, srv.URL), 1e-9)
+}
+
+// Regression: a healthy server that closes keep-alive connections as they
+// are reused made requests fail with "broken pipe" or resets; their retries
+// spent the budget, which ran dry, and requests to a server that never
+// failed were refused. A retry after a lost connection that succeeds is now
+// refunded; one that fails again is not, so a server that breaks every
+// connection still gets no more than the budget's retries.
+func TestBudgetLostConnectionRetriesRefundedOnSuccess(t *testing.T) {
+	t.Run("server closing idle connections", func(t *testing.T) {
+		const n = 500
+		srv := startServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, "ok")
+		}, false, closeIdle)
+		base := &http.Transport{}
+		t.Cleanup(base.CloseIdleConnections)
+		counted := &countingTransport{RoundTripper: base}
+		// A lean budget, which successes refill slowly: without refunds,
+		// the lost connections (several percent of requests here) would
+		// exhaust it.
+		lean := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Ratio: 0.01})
+		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay, retryhttp.WithRetryBudget(lean))
+		body := strings.Repeat("x", 4<<10)
+		for i := range n {
+			// A PUT without GetBody: net/http cannot replay it itself.
+			req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader(body)))
+			require.NoError(t, err)
+			res, err := tr.RoundTrip(req)
+			require.NoError(t, err, "request %d", i)
+			assert.Equal(t, "ok", readAll(t, res))
+		}
+		assert.Equal(t, int64(n), srv.attempts.Load())
+		t.Logf("%d requests, %d attempts", n, counted.attempts.Load())
+	})
+	t.Run("server resetting every connection", func(t *testing.T) {
+		const n = 200
+		srv := newRawServer(t, func(int64) reply { return replyReset })
+		base := &http.Transport{}
+		t.Cleanup(base.CloseIdleConnections)
+		counted := &countingTransport{RoundTripper: base}
+		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay)
+		for range n {
+			req, err := http.NewRequest(http.MethodGet, srv.url(), nil)
+			require.NoError(t, err)
+			_, err = tr.RoundTrip(req)
+			require.Error(t, err)
+		}
+		assert.Equal(t, int64(n+retryhttp.DefaultRetryBudgetCapacity), counted.attempts.Load(),
+			"the budget's 10 retries, then none: failed retries are not refunded")
+	})
 }

@@ -111,8 +111,9 @@ func HasRetrySignal(h http.Header) bool {
 // The handler passed the failure on, so its callers would only be retrying
 // what was already retried below. A handler that calls several backends is
 // marked when any one of them gave up and it fails; the rule cannot tell
-// which call its failure came from. Pushback never removes a signal the
-// handler set itself.
+// which call its failure came from, so send best-effort calls, whose failure
+// the handler does not pass on, with a context from ExcludeFromPushback.
+// Pushback never removes a signal the handler set itself.
 //
 // Outbound requests report through the request's context: no global state,
 // so concurrent requests and handlers that call backends from several
@@ -122,7 +123,7 @@ func HasRetrySignal(h http.Header) bool {
 // again.
 func Pushback(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := r.Context().Value(pushbackKey{}).(*pushbackWriter); ok {
+		if pw, _ := r.Context().Value(pushbackKey{}).(*pushbackWriter); pw != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -132,8 +133,16 @@ func Pushback(next http.Handler) http.Handler {
 }
 
 // pushbackKey is the context key of the *pushbackWriter of an inbound
-// request.
+// request; a nil one excludes requests from the rule.
 type pushbackKey struct{}
+
+// ExcludeFromPushback returns a context whose outbound requests do not count
+// for the rule of Pushback: use it for best-effort calls (an audit log, a
+// cache fill) whose failure the handler does not pass on, so that their
+// give-ups do not mark a failure that came from elsewhere.
+func ExcludeFromPushback(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pushbackKey{}, (*pushbackWriter)(nil))
+}
 
 // pushbackWriter is the ResponseWriter of a handler wrapped by Pushback,
 // and the record of its outbound give-ups. The handler's goroutines may
@@ -161,7 +170,7 @@ func (t *Transport) pushback(req *http.Request, end ending, res *http.Response) 
 	if !signalled && !end.why.GaveUp() {
 		return
 	}
-	if pw, ok := req.Context().Value(pushbackKey{}).(*pushbackWriter); ok {
+	if pw, _ := req.Context().Value(pushbackKey{}).(*pushbackWriter); pw != nil {
 		pw.gaveUp.Store(true)
 	}
 }
@@ -189,11 +198,16 @@ func (w *pushbackWriter) Write(p []byte) (int, error) {
 
 // Flush writes the status (200 if none was) and flushes the response, if
 // the underlying ResponseWriter can.
-func (w *pushbackWriter) Flush() {
+func (w *pushbackWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush that reports the error of the underlying writer (a
+// client gone, or http.ErrNotSupported), as http.ResponseController.Flush
+// expects of a writer that can fail.
+func (w *pushbackWriter) FlushError() error {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	_ = http.NewResponseController(w.rw).Flush()
+	return http.NewResponseController(w.rw).Flush()
 }
 
 // Hijack hands over the connection, if the underlying ResponseWriter can;

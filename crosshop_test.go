@@ -2,6 +2,7 @@ package retryhttp_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -222,6 +223,7 @@ type frontendCase struct {
 	backends []string // kinds of backend the handler calls, in parallel
 	status   int      // the handler's own status
 	preset   bool     // the handler sets the signal itself
+	excluded bool     // the calls are sent with ExcludeFromPushback
 	want     bool     // the response carries the signal
 }
 
@@ -249,6 +251,7 @@ func TestPushbackRule(t *testing.T) {
 		{name: "not retryable, failed", backends: []string{"400"}, status: 500, want: false},
 		{name: "no outbound call, failed", status: 503, want: false},
 		{name: "one of two gave up, failed", backends: []string{"ok", "dead"}, status: 500, want: true},
+		{name: "excluded side call gave up, failed", backends: []string{"dead"}, excluded: true, status: 503, want: false},
 		{name: "set by the handler", status: 503, preset: true, want: true},
 		{name: "set by the handler, gave up too", backends: []string{"dead"}, status: 503, preset: true, want: true},
 	}
@@ -277,7 +280,11 @@ func frontend(t *testing.T, tr http.RoundTripper, urls map[string]string, tt fro
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, urls[b], nil)
+				ctx := r.Context()
+				if tt.excluded {
+					ctx = retryhttp.ExcludeFromPushback(ctx)
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, urls[b], nil)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -416,6 +423,31 @@ func TestPushbackWriter(t *testing.T) {
 		})))
 		defer front.Close()
 		assertSignal(t, front.URL, 502, true)
+	})
+	t.Run("Flush errors reach ResponseController", func(t *testing.T) {
+		// Regression: the writer had Flush but no FlushError, so
+		// ResponseController.Flush never reported a client gone.
+		flushErr := make(chan error, 1)
+		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			chunk := bytes.Repeat([]byte("x"), 32<<10)
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				_, _ = w.Write(chunk)
+				if err := rc.Flush(); err != nil {
+					flushErr <- err
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			flushErr <- nil
+		})))
+		defer front.Close()
+		res, err := http.Get(front.URL)
+		require.NoError(t, err)
+		res.Body.Close() // the client goes away after the headers
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		assert.Error(t, <-flushErr, "the handler learns the client is gone")
 	})
 	t.Run("implicit 200", func(t *testing.T) {
 		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

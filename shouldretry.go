@@ -277,7 +277,22 @@ func isConnLost(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, io.EOF) ||
 		isHTTP2StreamReset(err) ||
-		isHTTP2GoAway(err)
+		isHTTP2GoAway(err) ||
+		isServerClosedIdle(err)
+}
+
+// errServerClosedIdleText is the message of net/http's error for a request
+// sent on a keep-alive connection that the server closed as idle before
+// answering: the race of every HTTP/1 keep-alive pool. net/http retries it
+// itself only for requests it can replay; for the others (a PUT whose body
+// has no GetBody, say) it reaches us. The error is an unexported variable
+// made with errors.New, so its exact message is all there is to match.
+const errServerClosedIdleText = "http: server closed idle connection"
+
+// isServerClosedIdle reports whether err, or an error it wraps, is net/http's
+// "server closed idle connection".
+func isServerClosedIdle(err error) bool {
+	return anyInTree(err, func(e error) bool { return e.Error() == errServerClosedIdleText })
 }
 
 // http2StreamError has the fields of net/http's HTTP/2 stream error, an

@@ -151,15 +151,20 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 	if s.hedges(req, injected, &body) {
 		return t.roundTripHedged(ctx, s, body, injected)
 	}
+	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own. A success refills
-		// the destination's retry budget.
+		// the destination's retry budget, and gives back the token of a
+		// retry after a lost connection.
 		sent, err := body.request(count)
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}
 		res, err := t.send(sent, s.attemptTimeout)
 		s.budget.deposit(sent, res)
+		if refundable {
+			s.budget.refund(sent, res)
+		}
 		a := Attempt{
 			Count: count, Req: sent, Res: res, Err: err,
 			IdempotencyKeyInjected: injected,
@@ -205,6 +210,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		if !s.budget.withdraw(sent) {
 			return res, ending{StopBudgetRefused, count}, errBudgetRefused(err)
 		}
+		refundable = res == nil && isConnLost(err)
 
 		// 6. Report the retry, let go of the response the caller will not
 		// see, and wait.
