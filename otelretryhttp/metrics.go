@@ -35,15 +35,27 @@ import (
 // of this package.
 const ScopeName = "github.com/seed2409de8f/retryhttp/otelretryhttp"
 
-// Names of the instruments.
+// Names of the instruments (docs/observability.md has their units and
+// attributes).
 const (
-	RequestsName           = "retryhttp.client.requests"
-	AttemptsName           = "retryhttp.client.attempts"
-	RetriesName            = "retryhttp.client.retries"
-	FailuresName           = "retryhttp.client.failures"
-	BudgetRefusalsName     = "retryhttp.client.budget.refusals"
-	CircuitStateName       = "retryhttp.client.circuit.state"
-	RetryDelayName         = "retryhttp.client.retry.delay"
+	// RequestsName counts logical requests, by outcome.
+	RequestsName = "retryhttp.client.requests"
+	// AttemptsName counts attempts sent, retries and hedges included.
+	AttemptsName = "retryhttp.client.attempts"
+	// RetriesName counts retries and hedges sent, by cause.
+	RetriesName = "retryhttp.client.retries"
+	// FailuresName counts logical requests that ended in failure.
+	FailuresName = "retryhttp.client.failures"
+	// BudgetRefusalsName counts requests whose retry the budget refused.
+	BudgetRefusalsName = "retryhttp.client.budget.refusals"
+	// CircuitStateName gauges each host's circuit: 0 closed, 1 half-open,
+	// 2 open.
+	CircuitStateName = "retryhttp.client.circuit.state"
+	// RetryDelayName is the histogram of the waits before retries, in
+	// seconds.
+	RetryDelayName = "retryhttp.client.retry.delay"
+	// AttemptsPerRequestName is the histogram of attempts per logical
+	// request.
 	AttemptsPerRequestName = "retryhttp.client.attempts_per_request"
 )
 

@@ -163,6 +163,7 @@ func herdSection(r herdResult, cfg config) section {
 			fmt.Sprintf("Outage: from %v to %v every request gets 503 at once. Clients give up after %v (http.Client.Timeout).",
 				time.Duration(r.outageFrom)*bucketWidth, time.Duration(r.outageTo)*bucketWidth, r.timeout),
 			"Recovered: from then on, every 100ms sees at most 1.5× the normal load, at most 5% of it failed.",
+			"The seed fixes the clients' phases, not the scheduling of goroutines on this machine: times (recovery, latencies) vary by a few hundred ms from run to run; counts and ratios barely move.",
 		},
 		header: []string{"policy", "requests", "server hits", "amplification", "peak/normal", "recovered after", "success", "p50", "p99"},
 	}

@@ -120,6 +120,11 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 	if err := cfg.validate(); err != nil {
 		return res, err
 	}
+	// Fail now, not after a minute of scenarios, if the report cannot be
+	// written.
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return res, fmt.Errorf("-out: %w", err)
+	}
 	fmt.Fprintf(w, "retrylab: %s\n", cfg.command())
 	began := time.Now()
 	var sections []section
