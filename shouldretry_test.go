@@ -78,6 +78,8 @@ var (
 		"write on closed conn":     &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed},
 		"HTTP/2 GOAWAY and close": &url.Error{Op: "Get", URL: "https://x/", Err: errors.New(
 			"http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=\"\"")},
+		// net/http's unexported errServerClosedIdle, matched by its text.
+		"server closed idle connection": errors.New("http: server closed idle connection"),
 	}
 
 	// Errors after which the request surely never left the client.
