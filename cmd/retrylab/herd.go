@@ -89,19 +89,12 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 		capacity: int64(r.capacity), work: cfg.scale(herdWork),
 		failing: func(t time.Time) bool { return !t.Before(from) && t.Before(to) },
 	}
-	tail := int((clientLimit + time.Second) / bucketWidth)
-	srv, err := startServer(h.serve, start, width, r.buckets+tail)
+	srv, outcomes, err := runLoad(ctx, cfg, p, h.serve, start, width, r.buckets, herdPeriod)
 	if err != nil {
 		return herdRow{}, err
 	}
 	defer srv.close()
-	base := newBase()
-	defer base.CloseIdleConnections()
-	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(clientLimit))
-
-	outcomes := drive(ctx, start, cfg.clients, cfg.scale(herdPeriod), cfg.scale(cfg.duration), cfg.seed,
-		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
-	arrived, _ := srv.series(r.buckets + tail)
+	arrived, _ := srv.series(r.buckets + loadTail)
 	_, failed := srv.series(r.buckets)
 	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), arrived: arrived}
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))

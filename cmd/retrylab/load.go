@@ -94,3 +94,26 @@ func (c config) summarize(outcomes []outcome) summary {
 	s.p50, s.p99 = c.model(s.p50), c.model(s.p99)
 	return s
 }
+
+// loadTail is the number of buckets counted after the load stops: long
+// enough for the last requests' retries to end.
+var loadTail = int((clientLimit + time.Second) / bucketWidth)
+
+// runLoad serves h from start, with buckets of width (buckets of them, plus
+// loadTail), and drives cfg.clients clients following p against it, each
+// sending a GET every period (model time) for cfg.duration. It returns the
+// server, still open for its series to be read (the caller closes it), and
+// the clients' outcomes.
+func runLoad(ctx context.Context, cfg config, p policy, h handlerFunc, start time.Time, width time.Duration,
+	buckets int, period time.Duration) (*server, []outcome, error) {
+	srv, err := startServer(h, start, width, buckets+loadTail)
+	if err != nil {
+		return nil, nil, err
+	}
+	base := newBase()
+	defer base.CloseIdleConnections()
+	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(clientLimit))
+	outcomes := drive(ctx, start, cfg.clients, cfg.scale(period), cfg.scale(cfg.duration), cfg.seed,
+		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
+	return srv, outcomes, nil
+}

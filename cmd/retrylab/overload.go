@@ -59,19 +59,12 @@ func runOverload(ctx context.Context, cfg config) (overloadResult, error) {
 func overloadRun(ctx context.Context, cfg config, r overloadResult, p policy) (overloadRow, error) {
 	start := time.Now().Add(cfg.scale(20 * time.Millisecond))
 	h := &capacityHandler{capacity: int64(r.capacity), work: cfg.scale(overloadWork), retryAfter: retryAfterSecs}
-	tail := int((clientLimit + time.Second) / bucketWidth)
-	srv, err := startServer(h.serve, start, cfg.scale(bucketWidth), r.buckets+tail)
+	srv, outcomes, err := runLoad(ctx, cfg, p, h.serve, start, cfg.scale(bucketWidth), r.buckets, overloadPeriod)
 	if err != nil {
 		return overloadRow{}, err
 	}
 	defer srv.close()
-	base := newBase()
-	defer base.CloseIdleConnections()
-	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(clientLimit))
-
-	outcomes := drive(ctx, start, cfg.clients, cfg.scale(overloadPeriod), cfg.scale(cfg.duration), cfg.seed,
-		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
-	arrived, _ := srv.series(r.buckets + tail)
+	arrived, _ := srv.series(r.buckets + loadTail)
 	loadArrived, loadFailed := srv.series(r.buckets)
 	served := 0.0
 	for i := range loadArrived {
