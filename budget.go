@@ -220,10 +220,10 @@ func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
 // attemptOutcome is what settle needs to know of an attempt besides its
 // response.
 type attemptOutcome struct {
-	first     bool          // the request's first attempt
-	latency   time.Duration // from sending to the response or error
-	refund    bool          // a retry after a connection lost before any response
-	neutral   bool          // cancelled: says nothing about the host
+	first   bool          // the request's first attempt
+	latency time.Duration // from sending to the response or error
+	refund  bool          // a retry after a connection lost before any response
+	neutral bool          // cancelled: says nothing about the host
 }
 
 // settle records the outcome of an attempt that sent req: a success

@@ -171,7 +171,7 @@ func TestChainDeadTail(t *testing.T) {
 		},
 		{
 			name: "budget only (no Pushback): 10 retries and the probes per hop", requests: 200,
-			cfg:  chainConfig{none: true}, parking: true,
+			cfg: chainConfig{none: true}, parking: true,
 			want: [servers]int64{210, 220, 230, 240, 250},
 		},
 		{
