@@ -37,9 +37,10 @@ type flakyResult struct {
 // runFlaky runs a host that fails 30% of requests at random (503 at once,
 // drawn from the seed), whatever its load: retries there do not feed an
 // overload, and every one has a 70% chance. Each policy gets a fresh server
-// and fresh clients. The load lasts half of -duration.
+// and fresh clients. The load lasts a quarter of -duration (1s by default:
+// 400 requests).
 func runFlaky(ctx context.Context, cfg config) (flakyResult, error) {
-	d := max(cfg.duration/2, flakyPeriod)
+	d := max(cfg.duration/4, flakyPeriod)
 	r := flakyResult{clients: cfg.clients, duration: d, buckets: int(d / bucketWidth)}
 	for _, p := range metastablePolicies() {
 		row, err := flakyRun(ctx, cfg, r, p)
@@ -108,7 +109,7 @@ func flakySection(r flakyResult, cfg config) section {
 		checks, names = append(checks, row.check), append(names, row.policy.name)
 		lines = append(lines, line{fmt.Sprintf("%s: %.2f×", row.policy.name, row.amplification), row.arrived})
 	}
-	s.notes = append(s.notes, machineNotes(cfg, checks, names)...)
+	s.addMachineChecks(cfg, checks, names)
 	s.charts = []chart{{
 		file: "flaky.svg",
 		svg: lineChart{

@@ -96,23 +96,23 @@ func (m machineCheck) cell() string {
 	return "ok: " + s
 }
 
-// machineNotes returns the notes a section prints about the checks of its
-// rows: what was checked, and a warning naming the rows the machine was too
-// loaded for.
-func machineNotes(cfg config, checks []machineCheck, names []string) []string {
-	notes := []string{fmt.Sprintf("Machine check: a probe sleeping %v measures the scheduler's lag; a row whose p99 lag exceeds %v "+
-		"(model time), or whose server achieved under %s of its nominal capacity while saturated, is marked TOO LOADED.",
-		lagTick, maxLagP99, pct(minCapacity))}
-	var bad []string
+// addMachineChecks adds to s the notes on the checks of its rows (named
+// names): what was checked, the worst lag, and a warning naming the rows the
+// machine was too loaded for, which it also records in s.loaded.
+func (s *section) addMachineChecks(cfg config, checks []machineCheck, names []string) {
+	var worst time.Duration
 	for i, m := range checks {
+		worst = max(worst, m.lagP99)
 		if !m.ok() {
-			bad = append(bad, names[i])
+			s.loaded = append(s.loaded, names[i])
 		}
 	}
-	if len(bad) > 0 {
-		notes = append(notes, fmt.Sprintf("WARNING: this machine was too loaded while running %s: those rows' times and rates "+
+	s.notes = append(s.notes, fmt.Sprintf("Machine check: a probe sleeping %v measured the scheduler's lag (worst p99 of a row: %v). "+
+		"A row whose p99 lag exceeds %v (model time), or whose server achieved under %s of its nominal capacity while saturated, "+
+		"is marked too loaded.", lagTick, worst.Round(100*time.Microsecond), maxLagP99, pct(minCapacity)))
+	if len(s.loaded) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("WARNING: this machine was too loaded while running %s: those rows' times and rates "+
 			"do not mean anything. Run again on a quieter machine, or slower with -timescale %g.",
-			strings.Join(bad, ", "), min(10, 2*cfg.timescale)))
+			strings.Join(s.loaded, ", "), min(10, 2*cfg.timescale)))
 	}
-	return notes
 }

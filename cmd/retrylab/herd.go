@@ -172,7 +172,7 @@ func herdSection(r herdResult, cfg config) section {
 	for _, row := range r.rows {
 		checks, names = append(checks, row.check), append(names, row.policy.name)
 	}
-	s.notes = append(s.notes, machineNotes(cfg, checks, names)...)
+	s.addMachineChecks(cfg, checks, names)
 	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
 		rec := "not in run"

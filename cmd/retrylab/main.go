@@ -198,6 +198,12 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		return res, err
 	}
 	res.report = path
+	for _, s := range sections {
+		if len(s.loaded) > 0 {
+			fmt.Fprintf(w, "\nWARNING: %s: this machine was too loaded for the figures of %s to mean anything (see the notes).",
+				s.id, strings.Join(s.loaded, ", "))
+		}
+	}
 	fmt.Fprintf(w, "\nReport: %s (ran in %v)\n", path, time.Since(began).Round(100*time.Millisecond))
 	return res, nil
 }

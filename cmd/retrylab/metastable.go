@@ -191,7 +191,7 @@ func metaSection(r metaResult, cfg config) section {
 		useful = append(useful, line{fmt.Sprintf("%s: %s", row.policy.name, rec), perSec})
 		arrived = append(arrived, line{row.policy.name, row.arrived})
 	}
-	s.notes = append(s.notes, machineNotes(cfg, checks, names)...)
+	s.addMachineChecks(cfg, checks, names)
 	trigger := band{from: trigFrom.Seconds(), to: trigTo.Seconds(), label: "capacity halved"}
 	s.charts = []chart{
 		{

@@ -102,7 +102,7 @@ func overloadSection(r overloadResult, cfg config) section {
 	for _, row := range r.rows {
 		checks, names = append(checks, row.check), append(names, row.policy.name)
 	}
-	s.notes = append(s.notes, machineNotes(cfg, checks, names)...)
+	s.addMachineChecks(cfg, checks, names)
 	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
 		s.rows = append(s.rows, []string{
