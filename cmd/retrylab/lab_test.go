@@ -420,12 +420,14 @@ func TestMachineCheck(t *testing.T) {
 	assert.Contains(t, fine.cell(), "ok: ")
 	slow := machineCheck{lagP99: time.Millisecond, capacity: 0.7}
 	assert.False(t, slow.ok())
+	stalled := machineCheck{lagP99: time.Millisecond, lagMax: 300 * time.Millisecond, capacity: 1}
+	assert.False(t, stalled.ok())
 
 	var sec section
 	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"})
 	require.Len(t, sec.notes, 2)
 	assert.Equal(t, []string{"b", "c"}, sec.loaded)
-	assert.Contains(t, sec.notes[0], "worst p99 of a row: 30ms")
+	assert.Contains(t, sec.notes[0], "worst of a row: p99 30ms, max 30ms")
 	assert.Contains(t, sec.notes[1], "WARNING")
 	assert.Contains(t, sec.notes[1], "b, c")
 	assert.Contains(t, sec.notes[1], "-timescale 4")
