@@ -107,7 +107,7 @@ func flakySection(r flakyResult, cfg config) section {
 		})
 		s.policies = append(s.policies, row.policy)
 		checks, names = append(checks, row.check), append(names, row.policy.name)
-		lines = append(lines, line{fmt.Sprintf("%s: %.2f×", row.policy.name, row.amplification), row.arrived})
+		lines = append(lines, line{name: row.policy.name, ys: row.arrived, note: fmt.Sprintf("%.2f× attempts, %s success", row.amplification, pct(row.sum.success))})
 	}
 	s.addMachineChecks(cfg, checks, names)
 	s.charts = []chart{{

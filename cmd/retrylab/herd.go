@@ -185,7 +185,7 @@ func herdSection(r herdResult, cfg config) section {
 			pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)
-		lines = append(lines, line{row.policy.name, row.arrived})
+		lines = append(lines, line{name: row.policy.name, ys: row.arrived})
 	}
 	s.charts = []chart{{
 		file: "herd.svg",

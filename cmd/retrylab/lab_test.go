@@ -196,12 +196,12 @@ func TestChartsAreXML(t *testing.T) {
 	}{
 		{"line chart", lineChart{
 			title: `a <title> & "quotes"`, xLabel: "x", yLabel: "y", dx: 0.1,
-			lines:  []line{{"a & b", []float64{0, 1, 5, 2}}, {"c", []float64{3}}},
+			lines:  []line{{name: "a & b", ys: []float64{0, 1, 5, 2}, note: "<note>", mark: 0.2}, {name: "c", ys: []float64{3}}},
 			bands:  []band{{0.1, 0.2, "<outage>"}},
 			hlines: []hline{{4, "capacity"}},
 		}.svg()},
 		{"empty line chart", lineChart{title: "empty"}.svg()},
-		{"zero line chart", lineChart{dx: 1, lines: []line{{"z", []float64{0, 0}}}}.svg()},
+		{"zero line chart", lineChart{dx: 1, lines: []line{{name: "z", ys: []float64{0, 0}}}}.svg()},
 		{"bar chart", barChart{title: "bars", bars: []bar{{"x<y", 243}, {"one", 1}, {"zero", 0}}}.svg()},
 		{"empty bar chart", barChart{}.svg()},
 	}

@@ -188,8 +188,12 @@ func metaSection(r metaResult, cfg config) section {
 		for i, v := range row.useful {
 			perSec[i] = v * per100
 		}
-		useful = append(useful, line{fmt.Sprintf("%s: %s", row.policy.name, rec), perSec})
-		arrived = append(arrived, line{row.policy.name, row.arrived})
+		l := line{name: row.policy.name, ys: perSec, note: fmt.Sprintf("%.0f useful/s after, recovered: %s", row.usefulAfter, rec)}
+		if row.recovered {
+			l.mark = (trigTo + row.recovery).Seconds()
+		}
+		useful = append(useful, l)
+		arrived = append(arrived, line{name: row.policy.name, ys: row.arrived})
 	}
 	s.addMachineChecks(cfg, checks, names)
 	trigger := band{from: trigFrom.Seconds(), to: trigTo.Seconds(), label: "capacity halved"}
@@ -197,7 +201,7 @@ func metaSection(r metaResult, cfg config) section {
 		{
 			file: "metastable.svg",
 			svg: lineChart{
-				title:  "Metastable overload: useful responses per second (legend: recovered after)",
+				title:  "Metastable overload: useful responses per second (dashed: recovered)",
 				xLabel: "time (s)", yLabel: "useful responses per second",
 				dx:    bucketWidth.Seconds(),
 				lines: useful,

@@ -111,7 +111,7 @@ func overloadSection(r overloadResult, cfg config) section {
 			pct(row.goodput / r.capRate), pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)
-		lines = append(lines, line{row.policy.name, row.arrived})
+		lines = append(lines, line{name: row.policy.name, ys: row.arrived})
 	}
 	per100 := bucketWidth.Seconds()
 	s.charts = []chart{{
