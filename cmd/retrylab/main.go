@@ -1,7 +1,7 @@
 // Command retrylab reproduces retry storms on loopback and shows what
 // retryhttp's defaults (jittered backoff and a retry budget) do to them.
 //
-// It runs three scenarios, each with real HTTP servers and clients on
+// It runs five scenarios, each with real HTTP servers and clients on
 // 127.0.0.1, a fresh server and fresh clients per policy:
 //
 //   - herd: many clients, a server that fails for a while and recovers;
@@ -12,13 +12,22 @@
 //     defaults.
 //   - overload: a server with a fixed capacity shedding the excess with 503
 //     and Retry-After; goodput and amplification.
+//   - metastable: a server with a queue, working for clients who left,
+//     whose capacity halves for a second; which policies let it recover
+//     when the trigger ends, and which keep it down (useful responses per
+//     second, time to recovery).
+//   - flaky: a host failing 30% of requests at random, whatever its load;
+//     what each policy spends in retries, and what it gets.
+//
+// Every load scenario checks that the machine kept up (scheduler lag, and
+// the metastable server's achieved capacity) and says so when it did not.
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes under a minute.
+// the -out directory. The whole default run takes about a minute and a half.
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|metastable|flaky|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -30,8 +39,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"time"
 )
+
+// scenarios are the names -scenario accepts, besides all, in the order all
+// runs them.
+var scenarios = []string{"herd", "chain", "overload", "metastable", "flaky"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -75,8 +90,8 @@ func (c config) command() string {
 
 func (c config) validate() error {
 	switch {
-	case c.scenario != "all" && c.scenario != "herd" && c.scenario != "chain" && c.scenario != "overload":
-		return fmt.Errorf("unknown -scenario %q: want herd, chain, overload or all", c.scenario)
+	case c.scenario != "all" && !slices.Contains(scenarios, c.scenario):
+		return fmt.Errorf("unknown -scenario %q: want %s or all", c.scenario, strings.Join(scenarios, ", "))
 	case c.clients < 1 || c.clients > 5000:
 		return errors.New("-clients must be in [1, 5000]")
 	case c.duration < time.Second || c.duration > time.Minute:
@@ -89,7 +104,7 @@ func (c config) validate() error {
 
 func main() {
 	cfg := defaultConfig()
-	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: herd, chain, overload or all")
+	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all")
 	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it)")
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload)")
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
@@ -110,6 +125,8 @@ type results struct {
 	herd     *herdResult
 	chain    *chainResult
 	overload *overloadResult
+	meta     *metaResult
+	flaky    *flakyResult
 	report   string // path of index.html
 }
 
@@ -157,6 +174,22 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		res.overload = &r
 		add(overloadSection(r, cfg))
 	}
+	if want("metastable") {
+		r, err := runMetastable(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("metastable: %w", err)
+		}
+		res.meta = &r
+		add(metaSection(r, cfg))
+	}
+	if want("flaky") {
+		r, err := runFlaky(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("flaky: %w", err)
+		}
+		res.flaky = &r
+		add(flakySection(r, cfg))
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -165,6 +198,12 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		return res, err
 	}
 	res.report = path
+	for _, s := range sections {
+		if len(s.loaded) > 0 {
+			fmt.Fprintf(w, "\nWARNING: %s: this machine was too loaded for the figures of %s to mean anything (see the notes).",
+				s.id, strings.Join(s.loaded, ", "))
+		}
+	}
 	fmt.Fprintf(w, "\nReport: %s (ran in %v)\n", path, time.Since(began).Round(100*time.Millisecond))
 	return res, nil
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The lab's figures are times and rates on a real machine: on a small shared
+// one, a scheduler stall of 50ms shifts every bucket of a 100ms chart, and a
+// server whose 20ms of work takes 30ms has a third less capacity than the
+// scenario says. The lab measures both, and says when they were off by too
+// much for the figures to mean anything, rather than printing them as if
+// they did.
+
+// Thresholds of the machine check, in model time and shares of nominal.
+const (
+	lagTick       = 5 * time.Millisecond   // the probe's sleep
+	maxLagP99     = 25 * time.Millisecond  // a tenth of the metastable clients' attempt timeout, a quarter of a chart bucket
+	maxLag        = 100 * time.Millisecond // one chart bucket: a stall that long fails requests by itself
+	minCapacity   = 0.9                    // achieved over nominal server capacity
+	lagProbeLimit = 1 << 16                // samples kept: 5 minutes of 5ms ticks
+)
+
+// lagProbe measures scheduler lag while a run goes on: a goroutine sleeps
+// lagTick again and again, and records how late it wakes up.
+type lagProbe struct {
+	stop chan struct{}
+	done chan struct{}
+	lags []time.Duration // real time
+}
+
+// startLagProbe starts a probe sleeping tick (real time) at a time.
+func startLagProbe(tick time.Duration) *lagProbe {
+	p := &lagProbe{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTimer(tick)
+		defer t.Stop()
+		for {
+			t0 := time.Now()
+			t.Reset(tick)
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+			}
+			if len(p.lags) < lagProbeLimit {
+				p.lags = append(p.lags, max(time.Since(t0)-tick, 0))
+			}
+		}
+	}()
+	return p
+}
+
+// finish stops the probe and returns the lags it saw, sorted.
+func (p *lagProbe) finish() []time.Duration {
+	close(p.stop)
+	<-p.done
+	slices.Sort(p.lags)
+	return p.lags
+}
+
+// machineCheck is how faithfully the machine ran one policy's run: the
+// scheduler lag seen by the probe, and, where the scenario measures it, the
+// capacity its server achieved while saturated. Times are model times.
+type machineCheck struct {
+	lagP99, lagMax time.Duration
+	capacity       float64 // achieved/nominal; NaN if not measured
+}
+
+// newMachineCheck summarizes a probe's sorted lags (real time) in model time.
+func newMachineCheck(cfg config, lags []time.Duration) machineCheck {
+	m := machineCheck{capacity: math.NaN()}
+	if len(lags) > 0 {
+		m.lagP99, m.lagMax = cfg.model(percentile(lags, 0.99)), cfg.model(lags[len(lags)-1])
+	}
+	return m
+}
+
+// ok reports whether the run's figures can be trusted.
+func (m machineCheck) ok() bool {
+	return m.lagP99 <= maxLagP99 && m.lagMax <= maxLag && (math.IsNaN(m.capacity) || m.capacity >= minCapacity)
+}
+
+// cell is the check as a table cell.
+func (m machineCheck) cell() string {
+	s := "lag p99 " + ms(m.lagP99) + ", max " + ms(m.lagMax)
+	if !math.IsNaN(m.capacity) {
+		s += ", capacity " + pct(m.capacity)
+	}
+	if !m.ok() {
+		return "TOO LOADED: " + s
+	}
+	return "ok: " + s
+}
+
+// addMachineChecks adds to s the notes on the checks of its rows (named
+// names): what was checked, the worst lag, and a warning naming the rows the
+// machine was too loaded for, which it also records in s.loaded.
+func (s *section) addMachineChecks(cfg config, checks []machineCheck, names []string) {
+	var worst, worstMax time.Duration
+	for i, m := range checks {
+		worst, worstMax = max(worst, m.lagP99), max(worstMax, m.lagMax)
+		if !m.ok() {
+			s.loaded = append(s.loaded, names[i])
+		}
+	}
+	s.notes = append(s.notes, fmt.Sprintf("Machine check: a probe sleeping %v measured the scheduler's lag (worst of a row: p99 %v, max %v). "+
+		"A row whose lag exceeds %v at p99 or %v at most (model time), or whose server achieved under %s of its nominal "+
+		"capacity while saturated, is marked too loaded.",
+		lagTick, worst.Round(100*time.Microsecond), worstMax.Round(100*time.Microsecond), maxLagP99, maxLag, pct(minCapacity)))
+	if len(s.loaded) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("WARNING: this machine was too loaded while running %s: those rows' times and rates "+
+			"do not mean anything. Run again on a quieter machine, or slower with -timescale %g.",
+			strings.Join(s.loaded, ", "), min(10, 2*cfg.timescale)))
+	}
+}
