@@ -211,8 +211,8 @@ func (b *RetryBudget) withdraw(req *http.Request) bool {
 	return b.hosts.getOrCreate(keyOf(req)).withdraw()
 }
 
-// deposit records the outcome of an attempt that sent req, not a parked
-// retry's: see settle.
+// deposit records the outcome of an attempt that sent req, not a first
+// attempt's nor a parked retry's: see settle.
 func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
 	b.settle(req, res, attemptOutcome{}, nil)
 }
@@ -222,6 +222,7 @@ func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
 type attemptOutcome struct {
 	first   bool          // the request's first attempt
 	latency time.Duration // from sending to the response or error
+	timeout time.Duration // the attempt's timeout, if any
 	refund  bool          // a retry after a connection lost before any response
 	neutral bool          // cancelled: says nothing about the host
 }
@@ -232,23 +233,28 @@ type attemptOutcome struct {
 // that keeps breaking connections gets nothing back). A first attempt's
 // outcome feeds the host's recent statistics, for the pacing of parked
 // retries; an attempt that held a slot of the host's window (l not nil and
-// held) gives it back and moves the window. A host with no state has a
-// full bucket and nothing parked, so there is nothing to do: only
-// withdrawals make a state. Without a slot, settle takes no lock and does
-// not allocate.
+// held) gives it back and moves the window. A failure makes the host's
+// state if it has none; a success does only while the budget tracks fewer
+// than MaxHosts hosts (a host without a state has a full bucket and nothing
+// parked). Without a slot, settle takes no lock, and once the host has a
+// state it does not allocate.
 func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOutcome, l *lease) {
 	if b == nil {
 		return
 	}
-	var h *hostState
-	if l != nil && l.host != nil {
-		h = l.host
-	} else if hs, ok := b.hosts.get(keyOf(req)); ok {
-		h = hs
-	} else {
-		return
-	}
 	ok := success(res)
+	var h *hostState
+	switch {
+	case l != nil && l.host != nil:
+		h = l.host
+	case !ok:
+		h = b.hosts.getOrCreate(keyOf(req))
+	default:
+		var found bool
+		if h, found = b.hosts.getIfRoom(keyOf(req)); !found {
+			return // a host of many, with a full bucket: nothing to record
+		}
+	}
 	if ok {
 		h.deposit(b.ratio)
 		if o.refund {
@@ -256,14 +262,14 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 		}
 	}
 	if o.neutral || res == nil && req.Context().Err() != nil {
-		l.end(b, outNeutral) // cancelled: says nothing of the host
+		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
 		return
 	}
 	at := b.clock()
 	h.stats.record(at, ok, o.first, o.latency)
 	switch {
 	case l != nil && l.held:
-		l.end(b, outcomeOf(ok))
+		l.end(b, outcomeOf(ok), o.latency, o.timeout)
 	case ok && h.waiting.Load() > 0:
 		// A success may open the gate for the parked retries.
 		h.mu.Lock()

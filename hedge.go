@@ -220,7 +220,7 @@ func (h *hedge) launch(l lease) error {
 	n := len(h.cancels) + 1
 	sent, err := h.body.request(n)
 	if err != nil {
-		l.end(h.s.budget, outNeutral)
+		l.end(h.s.budget, outNeutral, 0, 0)
 		return err
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
@@ -231,7 +231,7 @@ func (h *hedge) launch(l lease) error {
 		defer h.wg.Done()
 		req, start := sent.WithContext(ctx), time.Now()
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: time.Since(start)}, &l)
+		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: time.Since(start), timeout: h.s.attemptTimeout}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

@@ -154,6 +154,17 @@ func (t *hostTable[V]) get(hash uint64, k hostKey) (V, bool) {
 	return zero, false
 }
 
+// getIfRoom returns the value of k, making it if it is missing and the map
+// has room for it without evicting another: for the hosts of successful
+// requests, so that a client calling more hosts than the map holds does not
+// churn through it (and allocate) on every success.
+func (h *hostMap[V]) getIfRoom(k hostKey) (V, bool) {
+	if v, ok := h.get(k); ok || h.total.Load() >= h.maxHosts {
+		return v, ok
+	}
+	return h.getOrCreate(k), true
+}
+
 // getOrCreate returns the value of k, making it if it is missing.
 func (h *hostMap[V]) getOrCreate(k hostKey) V {
 	hash, s := h.locate(k)

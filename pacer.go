@@ -16,10 +16,17 @@ const (
 	gateFailShare  = 0.2                    // no release while this share of first attempts fail
 	probeQuiet     = 250 * time.Millisecond // with fewer samples: a lone probe after this long without news
 	pollInterval   = statSlot               // how often the first parked retry looks at the gate
-	initialWindow  = 1                      // parked retries in flight at first, and after idleReset
+	initialWindow  = 4                      // parked retries in flight at first, and after idleReset
 	minWindowCap   = 10                     // the window's cap is at least this
 	capFactor      = 2                      // cap: capFactor × rate × lowest latency
 	idleReset      = 2 * time.Second        // a window unused this long starts slow again
+	minLatHold     = 10 * time.Second       // the lowest latency is kept this long unless seen again
+
+	// A successful retry slower than congestionFactor × the lowest latency
+	// of the host's first attempts, and than that plus congestionFloor,
+	// halves the window as a failure does.
+	congestionFactor = 4
+	congestionFloor  = 20 * time.Millisecond
 )
 
 // hostState is the retry state of one destination host: its bucket of
@@ -43,10 +50,8 @@ type hostState struct {
 func newHostState(capacity, at int64) *hostState {
 	h := &hostState{capacity: capacity}
 	h.tokens.Store(capacity)
-	// A host gets a state when a retry first needs a token: it has just
-	// failed, and until then it answered, as far as anyone knows.
+	// Until its first outcome, the host answers, as far as anyone knows.
 	h.stats.lastOK.Store(at - 1)
-	h.stats.lastFail.Store(at)
 	h.p.window = initialWindow
 	h.p.lastSettle = at
 	return h
@@ -147,13 +152,14 @@ func (st *hostStats) recent(at int64) (ok, fail int64, rate float64, minLat time
 
 // pacer is the window of parked retries of one host and their queue.
 type pacer struct {
-	window     float64 // parked retries (and slot-taking hedges) allowed in flight
-	ssthresh   float64 // below it the window grows by one per success; 0: the cap
-	inFlight   int     // slots held
-	released   uint64  // slots handed out so far: the number of the latest
-	halvedAt   uint64  // released when the window was last halved
-	lastSettle int64   // budget clock when a slot was last given back
-	lastMinLat time.Duration
+	window     float64       // parked retries (and slot-taking hedges) allowed in flight
+	ssthresh   float64       // below it the window grows by one per success; 0: the cap
+	inFlight   int           // slots held
+	released   uint64        // slots handed out so far: the number of the latest
+	halvedAt   uint64        // released when the window was last halved
+	lastSettle int64         // budget clock when a slot was last given back
+	lastMinLat time.Duration // the lowest latency seen, held for minLatHold
+	lastMinAt  int64         // when it was last seen
 	queue      waitQueue
 }
 
@@ -187,11 +193,13 @@ func outcomeOf(ok bool) slotOutcome {
 
 // input is one event with its arguments.
 type input struct {
-	ev    event
-	w     *waiter     // evPark, evLeave
-	out   slotOutcome // evSettle
-	seq   uint64      // evSettle: the number of the slot
-	owner any         // evFail: whose parked retries fail
+	ev      event
+	w       *waiter       // evPark, evLeave
+	out     slotOutcome   // evSettle
+	seq     uint64        // evSettle: the number of the slot
+	lat     time.Duration // evSettle: the attempt's latency…
+	timeout time.Duration // …and its timeout, if it had one
+	owner   any           // evFail: whose parked retries fail
 }
 
 // step is the transition function of a host's pacing state: it applies in
@@ -217,9 +225,13 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	case evSettle:
 		p.inFlight--
 		p.lastSettle = at
+		limit := h.windowCap(at) // also refreshes p.lastMinLat
+		if in.out == outOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
+			in.out = outFailed // a success, but queued: the host is full
+		}
 		switch {
 		case in.out == outOK:
-			p.grow(h.windowCap(at))
+			p.grow(limit)
 		case in.out == outFailed && in.seq > p.halvedAt:
 			// Halve once per round: retries released before the last
 			// halving were sent into the old window.
@@ -262,6 +274,15 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	return granted, seq
 }
 
+// congested returns the latency above which a successful retry counts as
+// a failure for the window: it waited in a queue of the host, which has no
+// room for more retries. That is congestionFactor × the host's lowest
+// latency, at least that plus congestionFloor, and at least half the
+// attempt's timeout (a success that took longer was close to failing).
+func congested(minLat, timeout time.Duration) time.Duration {
+	return max(congestionFactor*minLat, minLat+congestionFloor, timeout/2)
+}
+
 // take hands out a slot and returns its number.
 func (p *pacer) take() uint64 {
 	p.inFlight++
@@ -282,13 +303,16 @@ func (p *pacer) grow(limit float64) {
 
 // windowCap is the most the window may be: capFactor × the host's rate of
 // first attempts × their lowest latency (the first attempts it has in
-// flight when it is fast), and at least minWindowCap. Requires h.mu.
+// flight when it is fast), and at least minWindowCap. The lowest latency
+// is held for minLatHold, so that a queue which builds up during an outage
+// does not pass for the host's speed. Requires h.mu.
 func (h *hostState) windowCap(at int64) float64 {
 	_, _, rate, lat := h.stats.recent(at)
-	if lat > 0 {
-		h.p.lastMinLat = lat
+	p := &h.p
+	if lat > 0 && (lat <= p.lastMinLat || p.lastMinLat == 0 || at-p.lastMinAt > int64(minLatHold)) {
+		p.lastMinLat, p.lastMinAt = lat, at
 	}
-	return max(minWindowCap, capFactor*rate*h.p.lastMinLat.Seconds())
+	return max(minWindowCap, capFactor*rate*p.lastMinLat.Seconds())
 }
 
 // gate reports whether parked retries may be released: with enough recent
@@ -316,14 +340,14 @@ type lease struct {
 }
 
 // end gives the slot back with the attempt's outcome, if one is held.
-func (l *lease) end(b *RetryBudget, out slotOutcome) {
+func (l *lease) end(b *RetryBudget, out slotOutcome, lat, timeout time.Duration) {
 	if l == nil || !l.held {
 		return
 	}
 	l.held = false
 	h := l.host
 	h.mu.Lock()
-	h.step(b, b.clock(), input{ev: evSettle, out: out, seq: l.seq})
+	h.step(b, b.clock(), input{ev: evSettle, out: out, seq: l.seq, lat: lat, timeout: timeout})
 	h.mu.Unlock()
 }
 

@@ -71,7 +71,7 @@ func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Atte
 	t.observeRetry(a, maxRetries, d, false)
 	discard(a.Res)
 	if err := t.wait(ctx, wait); err != nil {
-		l.end(b, outNeutral)
+		l.end(b, outNeutral, 0, 0)
 		return lease{}, StopCanceled, err
 	}
 	return l, 0, nil
@@ -160,7 +160,8 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: t.clockNow().Sub(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
 		}
-		sleep := until.Sub(t.clockNow())
+		// The bound of the request, or the host's: no success for MaxWait.
+		sleep := min(until.Sub(t.clockNow()), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
 		if sleep <= 0 {
 			if _, released := t.leave(b, h, w); released {
 				continue // released as it gave up: take the slot
@@ -184,7 +185,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			h.mu.Unlock()
 		case <-ctx.Done():
 			if l, ok := t.leave(b, h, w); ok {
-				l.end(b, outNeutral)
+				l.end(b, outNeutral, 0, 0)
 			}
 			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: t.clockNow().Sub(start), Reason: StopCanceled}, h)
 			return lease{}, StopCanceled

@@ -158,12 +158,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		// back the token of a retry after a lost connection.
 		sent, err := body.request(count)
 		if err != nil {
-			l.end(s.budget, outNeutral)
+			l.end(s.budget, outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
 		start := time.Now()
 		res, err := t.send(sent, s.attemptTimeout)
-		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), refund: refundable}, &l)
+		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
 		a := Attempt{
 			Count: count, Req: sent, Res: res, Err: err,
 			IdempotencyKeyInjected: injected,
