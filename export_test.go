@@ -147,3 +147,17 @@ func BudgetPacing(b *RetryBudget, rawURL string) (window float64, inFlight, park
 
 // DefaultBudgetOf returns the budget t uses.
 func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
+
+// BudgetGateClosed reports whether rawURL's host has enough recent first
+// attempts for its gate to judge, and the gate is closed.
+func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
+	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	if !ok {
+		return false
+	}
+	at := b.clock()
+	okN, fail, _, _ := h.stats.recent(at)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return okN+fail >= gateMinSamples && !h.gate(at)
+}

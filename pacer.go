@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -50,8 +51,10 @@ type hostState struct {
 func newHostState(capacity, at int64) *hostState {
 	h := &hostState{capacity: capacity}
 	h.tokens.Store(capacity)
-	// Until its first outcome, the host answers, as far as anyone knows.
+	// Until its first outcome, the host answers, as far as anyone knows,
+	// and never failed.
 	h.stats.lastOK.Store(at - 1)
+	h.stats.lastFail.Store(math.MinInt64 / 2)
 	h.p.window = initialWindow
 	h.p.lastSettle = at
 	return h
@@ -317,18 +320,18 @@ func (h *hostState) windowCap(at int64) float64 {
 
 // gate reports whether parked retries may be released: with enough recent
 // first attempts, while less than gateFailShare of them fail; with fewer,
-// while the latest outcome was a success, or, for one probe at a time, when
-// nothing was heard for probeQuiet. Requires h.mu.
+// once no failure was heard for probeQuiet: then while the latest outcome
+// was a success, else for one probe at a time. Requires h.mu.
 func (h *hostState) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
 	if ok+fail >= gateMinSamples {
 		return float64(fail) < gateFailShare*float64(ok+fail)
 	}
 	lastOK, lastFail := h.stats.lastOK.Load(), h.stats.lastFail.Load()
-	if lastOK > lastFail {
-		return true
+	if at-lastFail < int64(probeQuiet) {
+		return false
 	}
-	return h.p.inFlight == 0 && at-max(lastOK, lastFail) >= int64(probeQuiet)
+	return lastOK > lastFail || h.p.inFlight == 0
 }
 
 // lease is a retry's claim on its host: a slot of the window (held), to

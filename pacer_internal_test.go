@@ -29,7 +29,8 @@ func countState(ws []*waiter, s waitState) int {
 	return n
 }
 
-// pacerFixture is one host's state on a fake clock, with its tokens spent.
+// pacerFixture is one host's state on a fake clock, with its tokens spent
+// and a retry that just failed.
 type pacerFixture struct {
 	clock *fakeClock
 	b     *RetryBudget
@@ -42,6 +43,8 @@ func newPacerFixture(t *testing.T) *pacerFixture {
 	h := b.hosts.getOrCreate(hostKey{"http", "example.test"})
 	for h.withdraw() {
 	}
+	h.stats.record(b.clock(), false, false, 0) // a retry just failed
+
 	return &pacerFixture{clock: c, b: b, h: h}
 }
 
@@ -105,17 +108,23 @@ func TestPacerGateForgetsOldFailures(t *testing.T) {
 
 func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 	f := newPacerFixture(t)
-	ws := f.park(5)
+	ws := f.park(8)
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
 	f.step(input{ev: evPoke})
-	// The window starts at one: the first parked is released alone.
-	assert.Equal(t, waitReleased, ws[0].state)
-	assert.Equal(t, 1, f.h.released(ws))
-	// Its success frees its slot and widens the window to two: the next
+	// The window starts at four: the first four parked are released.
+	states := func() []waitState {
+		s := make([]waitState, len(ws))
+		for i, w := range ws {
+			s[i] = w.state
+		}
+		return s
+	}
+	r, p := waitReleased, waitParked
+	assert.Equal(t, []waitState{r, r, r, r, p, p, p, p}, states())
+	// A success frees its slot and widens the window to five: the next
 	// two are released, in order.
 	f.step(input{ev: evSettle, out: outOK, seq: ws[0].seq})
-	assert.Equal(t, []waitState{waitReleased, waitReleased, waitReleased, waitParked, waitParked},
-		[]waitState{ws[0].state, ws[1].state, ws[2].state, ws[3].state, ws[4].state})
+	assert.Equal(t, []waitState{r, r, r, r, r, r, p, p}, states())
 }
 
 func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
@@ -137,7 +146,7 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 	window := func() float64 { w, _, _ := f.pacing(); return w }
 	// Slow start: +1 per success.
 	for i := range 5 {
-		require.InDelta(t, float64(1+i), window(), 1e-9)
+		require.InDelta(t, float64(initialWindow+i), window(), 1e-9)
 		settle(outOK)
 	}
 	// Up to the cap.
@@ -213,13 +222,19 @@ func TestPacerProbesOneAtATimeWithoutTraffic(t *testing.T) {
 func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 	f := newPacerFixture(t)
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
-	granted, seq := f.step(input{ev: evTake})
-	require.True(t, granted)
-	granted, _ = f.step(input{ev: evTake})
-	require.False(t, granted, "the window of one is full")
+	var seq uint64
+	for i := range initialWindow {
+		var granted bool
+		granted, seq = f.step(input{ev: evTake})
+		require.True(t, granted, "slot %d", i+1)
+	}
+	granted, _ := f.step(input{ev: evTake})
+	require.False(t, granted, "the window is full")
 	f.step(input{ev: evSettle, out: outOK, seq: seq})
 	granted, _ = f.step(input{ev: evTake})
-	require.True(t, granted, "settled like a retry: the window grew to two, one is free")
+	require.True(t, granted, "settled like a retry: the window grew, one is free")
+	granted, _ = f.step(input{ev: evTake})
+	require.True(t, granted)
 	// Nobody jumps the queue.
 	f.park(1)
 	granted, _ = f.step(input{ev: evTake})
