@@ -319,13 +319,18 @@ func (h *hostState) windowCap(at int64) float64 {
 }
 
 // gate reports whether parked retries may be released: with enough recent
-// first attempts, while less than gateFailShare of them fail; with fewer,
+// first attempts, while less than gateFailShare of them fail, by a margin
+// of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with fewer,
 // once no failure was heard for probeQuiet: then while the latest outcome
 // was a success, else for one probe at a time. Requires h.mu.
 func (h *hostState) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
-	if ok+fail >= gateMinSamples {
-		return float64(fail) < gateFailShare*float64(ok+fail)
+	if n := float64(ok + fail); n >= gateMinSamples {
+		// Below the share by one standard deviation of a sample of n, so
+		// that a host failing more than gateFailShare at random does not
+		// open the gate by the luck of a short sample.
+		margin := math.Sqrt(n * gateFailShare * (1 - gateFailShare))
+		return float64(fail)+margin < gateFailShare*n
 	}
 	lastOK, lastFail := h.stats.lastOK.Load(), h.stats.lastFail.Load()
 	if at-lastFail < int64(probeQuiet) {
