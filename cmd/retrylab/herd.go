@@ -57,10 +57,12 @@ func runHerd(ctx context.Context, cfg config) (herdResult, error) {
 		period:   herdPeriod, work: herdWork, timeout: clientLimit,
 	}
 	for _, p := range stormPolicies() {
-		row, err := herdRun(ctx, cfg, r, p)
+		row, runs, err := untilCalm(ctx, cfg, func() (herdRow, error) { return herdRun(ctx, cfg, r, p) },
+			func(row herdRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
 		}
+		row.check.runs = runs
 		r.rows = append(r.rows, row)
 	}
 	// Normal load: the buckets before the outage, past the first period

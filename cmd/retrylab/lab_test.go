@@ -33,6 +33,7 @@ func tiny(t *testing.T, scenario string) config {
 	cfg.scenario = scenario
 	cfg.duration = 2 * time.Second
 	cfg.timescale = 0.25
+	cfg.runs = 1 // the race detector slows the machine down: a re-run would be too
 	cfg.out = t.TempDir()
 	return cfg
 }
@@ -422,6 +423,8 @@ func TestMachineCheck(t *testing.T) {
 	assert.False(t, slow.ok())
 	stalled := machineCheck{lagP99: time.Millisecond, lagMax: 300 * time.Millisecond, capacity: 1}
 	assert.False(t, stalled.ok())
+	second := machineCheck{lagP99: time.Millisecond, capacity: 1, runs: 2}
+	assert.Contains(t, second.cell(), "run 2 of 2")
 
 	var sec section
 	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"})
@@ -436,6 +439,39 @@ func TestMachineCheck(t *testing.T) {
 	assert.Len(t, calm.notes, 1)
 	assert.Empty(t, calm.loaded)
 	assert.Empty(t, newMachineCheck(cfg, nil).lagMax)
+}
+
+func TestUntilCalm(t *testing.T) {
+	cfg := defaultConfig()
+	loaded, calm := machineCheck{lagP99: time.Second, capacity: 1}, machineCheck{capacity: 1}
+	tests := []struct {
+		name     string
+		give     []machineCheck // the checks of successive runs
+		wantRuns int
+		wantOK   bool
+	}{
+		{"calm at once", []machineCheck{calm, loaded}, 1, true},
+		{"calm the second time", []machineCheck{loaded, calm}, 2, true},
+		{"loaded all along", []machineCheck{loaded, loaded, calm}, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := 0
+			got, runs, err := untilCalm(context.Background(), cfg, func() (machineCheck, error) {
+				n++
+				return tt.give[n-1], nil
+			}, func(m machineCheck) machineCheck { return m })
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantRuns, runs)
+			assert.Equal(t, tt.wantRuns, n)
+			assert.Equal(t, tt.wantOK, got.ok())
+		})
+	}
+	// An error ends the runs.
+	_, runs, err := untilCalm(context.Background(), cfg, func() (machineCheck, error) { return loaded, errStopped },
+		func(m machineCheck) machineCheck { return m })
+	assert.ErrorIs(t, err, errStopped)
+	assert.Equal(t, 1, runs)
 }
 
 func TestLagProbe(t *testing.T) {

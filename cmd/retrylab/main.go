@@ -56,10 +56,11 @@ type config struct {
 	seed      uint64
 	out       string
 	timescale float64 // real time per model time
+	runs      int     // of a row at most, while the machine is too loaded for it (untilCalm)
 }
 
 func defaultConfig() config {
-	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1}
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, runs: 2}
 }
 
 // scale converts a model duration to real time.

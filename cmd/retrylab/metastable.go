@@ -74,10 +74,12 @@ func runMetastable(ctx context.Context, cfg config) (metaResult, error) {
 		duration: d, buckets: nb, triggerFrom: nb * 3 / 16, trigger: min(int(metaTrigger/bucketWidth), nb/8),
 	}
 	for _, p := range metastablePolicies() {
-		row, err := metaRun(ctx, cfg, r, p)
+		row, runs, err := untilCalm(ctx, cfg, func() (metaRow, error) { return metaRun(ctx, cfg, r, p) },
+			func(row metaRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
 		}
+		row.check.runs = runs
 		r.rows = append(r.rows, row)
 	}
 	return r, nil

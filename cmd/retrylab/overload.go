@@ -47,10 +47,12 @@ func runOverload(ctx context.Context, cfg config) (overloadResult, error) {
 		buckets: int(cfg.duration / bucketWidth), clients: cfg.clients,
 	}
 	for _, p := range overloadPolicies() {
-		row, err := overloadRun(ctx, cfg, r, p)
+		row, runs, err := untilCalm(ctx, cfg, func() (overloadRow, error) { return overloadRun(ctx, cfg, r, p) },
+			func(row overloadRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
 		}
+		row.check.runs = runs
 		r.rows = append(r.rows, row)
 	}
 	return r, nil
