@@ -64,17 +64,28 @@ func (p *lagProbe) finish() []time.Duration {
 	return p.lags
 }
 
-// untilCalm runs a row up to cfg.runs times, while check says the machine
-// was too loaded for its run, and returns the last run and how many runs it
-// took. A load spike from elsewhere on a shared machine then costs a second
-// run, not the row's figures; a machine loaded all along is still reported.
-func untilCalm[R any](ctx context.Context, cfg config, run func() (R, error), check func(R) machineCheck) (R, int, error) {
+// untilCalm runs a row, and runs it once more if check says the machine was
+// too loaded for it and *reruns allows (it counts down). It returns the last
+// run and how many runs it took. A load spike from elsewhere on a shared
+// machine then costs a second run, not the row's figures; a machine loaded
+// all along is still reported, at a bounded cost in time.
+func untilCalm[R any](ctx context.Context, reruns *int, run func() (R, error), check func(R) machineCheck) (R, int, error) {
 	r, err := run()
-	runs := 1
-	for ; err == nil && ctx.Err() == nil && !check(r).ok() && runs < cfg.runs; runs++ {
-		r, err = run()
+	if err != nil || ctx.Err() != nil || check(r).ok() || *reruns <= 0 {
+		return r, 1, err
 	}
-	return r, runs, err
+	*reruns--
+	r, err = run()
+	return r, 2, err
+}
+
+// reruns returns how many of a scenario's rows may be run again: half of
+// them, so that a loaded machine costs at most half a scenario's time more.
+func (c config) reruns(rows int) int {
+	if !c.rerun {
+		return 0
+	}
+	return rows / 2
 }
 
 // machineCheck is how faithfully the machine ran one policy's run: the
@@ -83,7 +94,7 @@ func untilCalm[R any](ctx context.Context, cfg config, run func() (R, error), ch
 type machineCheck struct {
 	lagP99, lagMax time.Duration
 	capacity       float64 // achieved/nominal; NaN if not measured
-	runs           int     // of the row, by untilCalm; 0 or 1 for one
+	runs           int     // of the row, by untilCalm: 2 if it was run again
 }
 
 // newMachineCheck summarizes a probe's sorted lags (real time) in model time.
@@ -107,7 +118,7 @@ func (m machineCheck) cell() string {
 		s += ", capacity " + pct(m.capacity)
 	}
 	if m.runs > 1 {
-		s += fmt.Sprintf(" (run %d of %d: the machine was too loaded before)", m.runs, m.runs)
+		s += " (run again: the first run was too loaded)"
 	}
 	if !m.ok() {
 		return "TOO LOADED: " + s
@@ -117,8 +128,9 @@ func (m machineCheck) cell() string {
 
 // addMachineChecks adds to s the notes on the checks of its rows (named
 // names): what was checked, the worst lag, and a warning naming the rows the
-// machine was too loaded for, which it also records in s.loaded.
-func (s *section) addMachineChecks(cfg config, checks []machineCheck, names []string) {
+// machine was too loaded for, which it also records in s.loaded, and saying
+// which of their figures (affected) do not mean anything.
+func (s *section) addMachineChecks(cfg config, checks []machineCheck, names []string, affected string) {
 	var worst, worstMax time.Duration
 	var rerun []string
 	for i, m := range checks {
@@ -139,8 +151,8 @@ func (s *section) addMachineChecks(cfg config, checks []machineCheck, names []st
 			strings.Join(rerun, ", ")))
 	}
 	if len(s.loaded) > 0 {
-		s.notes = append(s.notes, fmt.Sprintf("WARNING: this machine was too loaded while running %s: those rows' times and rates "+
+		s.notes = append(s.notes, fmt.Sprintf("WARNING: this machine was too loaded while running %s: those rows' %s "+
 			"do not mean anything. Run again on a quieter machine, or slower with -timescale %g.",
-			strings.Join(s.loaded, ", "), min(10, 2*cfg.timescale)))
+			strings.Join(s.loaded, ", "), affected, min(10, 2*cfg.timescale)))
 	}
 }

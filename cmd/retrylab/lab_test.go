@@ -33,7 +33,7 @@ func tiny(t *testing.T, scenario string) config {
 	cfg.scenario = scenario
 	cfg.duration = 2 * time.Second
 	cfg.timescale = 0.25
-	cfg.runs = 1 // the race detector slows the machine down: a re-run would be too
+	cfg.rerun = false // the race detector slows the machine down: a re-run would be too
 	cfg.out = t.TempDir()
 	return cfg
 }
@@ -424,40 +424,42 @@ func TestMachineCheck(t *testing.T) {
 	stalled := machineCheck{lagP99: time.Millisecond, lagMax: 300 * time.Millisecond, capacity: 1}
 	assert.False(t, stalled.ok())
 	second := machineCheck{lagP99: time.Millisecond, capacity: 1, runs: 2}
-	assert.Contains(t, second.cell(), "run 2 of 2")
+	assert.Contains(t, second.cell(), "run again")
 
 	var sec section
-	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"})
+	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"}, "times")
 	require.Len(t, sec.notes, 2)
 	assert.Equal(t, []string{"b", "c"}, sec.loaded)
 	assert.Contains(t, sec.notes[0], "worst of a row: p99 30ms, max 30ms")
 	assert.Contains(t, sec.notes[1], "WARNING")
-	assert.Contains(t, sec.notes[1], "b, c")
+	assert.Contains(t, sec.notes[1], "b, c: those rows' times do not")
 	assert.Contains(t, sec.notes[1], "-timescale 4")
 	var calm section
-	calm.addMachineChecks(cfg, []machineCheck{fine}, []string{"a"})
+	calm.addMachineChecks(cfg, []machineCheck{fine}, []string{"a"}, "times")
 	assert.Len(t, calm.notes, 1)
 	assert.Empty(t, calm.loaded)
 	assert.Empty(t, newMachineCheck(cfg, nil).lagMax)
 }
 
 func TestUntilCalm(t *testing.T) {
-	cfg := defaultConfig()
 	loaded, calm := machineCheck{lagP99: time.Second, capacity: 1}, machineCheck{capacity: 1}
 	tests := []struct {
-		name     string
-		give     []machineCheck // the checks of successive runs
-		wantRuns int
-		wantOK   bool
+		name       string
+		give       []machineCheck // the checks of successive runs
+		reruns     int
+		wantRuns   int
+		wantOK     bool
+		wantReruns int // left
 	}{
-		{"calm at once", []machineCheck{calm, loaded}, 1, true},
-		{"calm the second time", []machineCheck{loaded, calm}, 2, true},
-		{"loaded all along", []machineCheck{loaded, loaded, calm}, 2, false},
+		{"calm at once", []machineCheck{calm, loaded}, 1, 1, true, 1},
+		{"calm the second time", []machineCheck{loaded, calm}, 1, 2, true, 0},
+		{"loaded all along", []machineCheck{loaded, loaded, calm}, 3, 2, false, 2},
+		{"no reruns left", []machineCheck{loaded, calm}, 0, 1, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := 0
-			got, runs, err := untilCalm(context.Background(), cfg, func() (machineCheck, error) {
+			n, reruns := 0, tt.reruns
+			got, runs, err := untilCalm(context.Background(), &reruns, func() (machineCheck, error) {
 				n++
 				return tt.give[n-1], nil
 			}, func(m machineCheck) machineCheck { return m })
@@ -465,13 +467,20 @@ func TestUntilCalm(t *testing.T) {
 			assert.Equal(t, tt.wantRuns, runs)
 			assert.Equal(t, tt.wantRuns, n)
 			assert.Equal(t, tt.wantOK, got.ok())
+			assert.Equal(t, tt.wantReruns, reruns)
 		})
 	}
 	// An error ends the runs.
-	_, runs, err := untilCalm(context.Background(), cfg, func() (machineCheck, error) { return loaded, errStopped },
+	reruns := 1
+	_, runs, err := untilCalm(context.Background(), &reruns, func() (machineCheck, error) { return loaded, errStopped },
 		func(m machineCheck) machineCheck { return m })
 	assert.ErrorIs(t, err, errStopped)
 	assert.Equal(t, 1, runs)
+	// Half of a scenario's rows may be run again; none if told not to.
+	cfg := defaultConfig()
+	assert.Equal(t, 3, cfg.reruns(6))
+	cfg.rerun = false
+	assert.Zero(t, cfg.reruns(6))
 }
 
 func TestLagProbe(t *testing.T) {

@@ -56,11 +56,11 @@ type config struct {
 	seed      uint64
 	out       string
 	timescale float64 // real time per model time
-	runs      int     // of a row at most, while the machine is too loaded for it (untilCalm)
+	rerun     bool    // rows the machine was too loaded for may be run again (untilCalm)
 }
 
 func defaultConfig() config {
-	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, runs: 2}
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, rerun: true}
 }
 
 // scale converts a model duration to real time.
@@ -201,7 +201,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 	res.report = path
 	for _, s := range sections {
 		if len(s.loaded) > 0 {
-			fmt.Fprintf(w, "\nWARNING: %s: this machine was too loaded for the figures of %s to mean anything (see the notes).",
+			fmt.Fprintf(w, "\nWARNING: %s: this machine was too loaded for some figures of %s to mean anything (see the notes).",
 				s.id, strings.Join(s.loaded, ", "))
 		}
 	}

@@ -73,8 +73,9 @@ func runMetastable(ctx context.Context, cfg config) (metaResult, error) {
 		queue:    max(1, int(math.Round(metaQueue.Seconds()*capRate))),
 		duration: d, buckets: nb, triggerFrom: nb * 3 / 16, trigger: min(int(metaTrigger/bucketWidth), nb/8),
 	}
+	reruns := cfg.reruns(len(metastablePolicies()))
 	for _, p := range metastablePolicies() {
-		row, runs, err := untilCalm(ctx, cfg, func() (metaRow, error) { return metaRun(ctx, cfg, r, p) },
+		row, runs, err := untilCalm(ctx, &reruns, func() (metaRow, error) { return metaRun(ctx, cfg, r, p) },
 			func(row metaRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
@@ -197,7 +198,7 @@ func metaSection(r metaResult, cfg config) section {
 		useful = append(useful, l)
 		arrived = append(arrived, line{name: row.policy.name, ys: row.arrived})
 	}
-	s.addMachineChecks(cfg, checks, names)
+	s.addMachineChecks(cfg, checks, names, "times and rates")
 	trigger := band{from: trigFrom.Seconds(), to: trigTo.Seconds(), label: "capacity halved"}
 	s.charts = []chart{
 		{
