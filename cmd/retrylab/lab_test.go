@@ -293,9 +293,18 @@ func TestMetastable(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	// 40 requests per 100ms offered: a 500ms window needs 0.9·200 = 180
+	// 40 requests per 100ms offered: a window of 1s needs 0.9·400 = 360
 	// useful answers.
 	ok, bad := 40.0, 10.0
+	series := func(parts ...any) []float64 { // value, count, value, count...
+		var s []float64
+		for i := 0; i < len(parts); i += 2 {
+			for range parts[i+1].(int) {
+				s = append(s, parts[i].(float64))
+			}
+		}
+		return s
+	}
 	tests := []struct {
 		name      string
 		give      []float64
@@ -303,12 +312,15 @@ func TestRecovery(t *testing.T) {
 		want      time.Duration
 		recovered bool
 	}{
-		{"never failed", []float64{ok, ok, ok, ok, ok, ok, ok, ok}, 2, 0, true},
-		{"recovers 300ms after", []float64{bad, bad, bad, bad, bad, ok, ok, ok, ok, ok, ok}, 2, 300 * time.Millisecond, true},
-		{"a backlog answered in time counts", []float64{bad, bad, 0, 0, 60, ok, ok, ok, ok, ok}, 2, 100 * time.Millisecond, true},
-		{"relapses", []float64{bad, ok, ok, ok, ok, ok, ok, bad, bad, bad, bad, bad}, 1, 0, false},
-		{"never recovers", []float64{bad, bad, bad, bad, bad, bad, bad}, 0, 0, false},
-		{"too short", []float64{ok, ok}, 0, 0, false},
+		{"never failed", series(ok, 14), 2, 0, true},
+		// Down until bucket 6: the window from bucket 5 holds one bad
+		// bucket and passes (10 + 9·40 = 370).
+		{"recovers 300ms after", series(bad, 6, ok, 12), 2, 300 * time.Millisecond, true},
+		{"a backlog answered in time counts", series(bad, 4, 0.0, 2, 80.0, 1, ok, 10), 2, 200 * time.Millisecond, true},
+		{"a dip of 100ms does not undo it", series(bad, 4, ok, 6, 0.0, 1, ok, 6), 2, 200 * time.Millisecond, true},
+		{"relapses", series(ok, 12, bad, 10), 1, 0, false},
+		{"never recovers", series(bad, 15), 0, 0, false},
+		{"too short", series(ok, 9), 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
