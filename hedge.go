@@ -51,11 +51,7 @@ func (s *settings) hedges(req *http.Request, injected bool, body *replay) bool {
 	if s.hedgeDelay <= 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
 		return false
 	}
-	return defaultRetryPolicy.idempotent(Attempt{
-		Req:                    req,
-		IdempotencyKeyInjected: injected,
-		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-	})
+	return s.guessIdempotent(req, injected)
 }
 
 // allow reports whether one more attempt of the hedged request may be sent:

@@ -111,9 +111,10 @@ func (p retryPolicy) shouldRetry(a Attempt) bool {
 }
 
 func (p retryPolicy) shouldRetryErr(a Attempt) bool {
-	// The request never reached a server: always safe to send again.
+	// The request never reached a server: always safe to send again;
+	// unless a layer below had sent it before it failed to connect again.
 	if IsDNSErr(a.Err) || isDialErr(a.Err) {
-		return true
+		return !writtenFirst(a.Err) || p.idempotent(a)
 	}
 	// The request may have reached the server: only if sending it twice is
 	// harmless.

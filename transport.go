@@ -151,6 +151,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 	if s.hedges(req, injected, &body) {
 		return t.roundTripHedged(ctx, s, body, injected)
 	}
+	// Watch the writes of requests that only a proof of never having left
+	// could make retryable, unless the base transport is known not to
+	// replay them (idempotency.go).
+	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
+		!s.guessIdempotent(req, injected)
 	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own. A success refills
@@ -160,7 +165,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}
+		var w *writeWatch
+		if watch {
+			sent, w = watchWrites(sent)
+		}
 		res, err := t.send(sent, s.attemptTimeout)
+		err = w.mark(err)
 		s.budget.deposit(sent, res)
 		if refundable {
 			s.budget.refund(sent, res)
