@@ -196,11 +196,21 @@ func lookupHeader(h http.Header, canonical string) ([]string, bool) {
 		return v, true
 	}
 	for k, v := range h {
-		if strings.EqualFold(k, canonical) {
+		if len(k) == len(canonical) && strings.EqualFold(k, canonical) {
 			return v, true
 		}
 	}
 	return nil, false
+}
+
+// deleteHeader removes the header canonical, which must be in canonical
+// form, from h under every case of its name.
+func deleteHeader(h http.Header, canonical string) {
+	for k := range h {
+		if len(k) == len(canonical) && strings.EqualFold(k, canonical) {
+			delete(h, k)
+		}
+	}
 }
 
 // IsDNSErr reports whether err is, or wraps, a *net.DNSError: the name of the
