@@ -139,6 +139,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
+	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		closeBody(req)
@@ -149,7 +150,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(req, injected, &body) {
-		return t.roundTripHedged(ctx, s, body, injected)
+		return t.roundTripHedged(ctx, caller, s, body, injected)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
