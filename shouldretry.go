@@ -254,6 +254,34 @@ func anyInTree(err error, match func(error) bool) bool {
 	return false
 }
 
+// anyLeaf reports whether match holds for a leaf of err's tree: an error
+// that wraps no other. Messages are matched on leaves only: a wrapper's
+// message repeats those below it, so matching every node's message costs
+// time cubic in the depth of the tree (every Error call rebuilds the text
+// below it).
+func anyLeaf(err error, match func(error) bool) bool {
+	for err != nil {
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			inner := e.Unwrap()
+			if inner == nil {
+				return match(err)
+			}
+			err = inner
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if anyLeaf(inner, match) {
+					return true
+				}
+			}
+			return false
+		default:
+			return match(err)
+		}
+	}
+	return false
+}
+
 // isDialErr reports whether err comes from dialing: the connection was never
 // made, so the request was never written.
 func isDialErr(err error) bool {
@@ -303,7 +331,7 @@ const errServerClosedIdleText = "http: server closed idle connection"
 // isServerClosedIdle reports whether err, or an error it wraps, is net/http's
 // "server closed idle connection".
 func isServerClosedIdle(err error) bool {
-	return anyInTree(err, func(e error) bool { return e.Error() == errServerClosedIdleText })
+	return anyLeaf(err, func(e error) bool { return e.Error() == errServerClosedIdleText })
 }
 
 // http2StreamError has the fields of net/http's HTTP/2 stream error, an
@@ -333,14 +361,14 @@ func isHTTP2StreamReset(err error) bool {
 // ("http2: server sent GOAWAY and closed the connection; LastStreamID=…"), the
 // same as that of golang.org/x/net/http2.GoAwayError. The type is unexported
 // and, unlike the stream error, has no As method: its message is all there is
-// to match, so only that fixed prefix is matched, at the start of an error's
-// own message.
+// to match, so only that fixed prefix is matched, at the start of the
+// message of an error that wraps no other.
 const http2GoAwayPrefix = "http2: server sent GOAWAY and closed the connection"
 
 // isHTTP2GoAway reports whether err, or an error it wraps, is the error of a
 // request in flight on a connection the server closed after a GOAWAY.
 func isHTTP2GoAway(err error) bool {
-	return anyInTree(err, func(e error) bool {
+	return anyLeaf(err, func(e error) bool {
 		return strings.HasPrefix(e.Error(), http2GoAwayPrefix)
 	})
 }
