@@ -23,6 +23,7 @@ const (
 	maxLag        = 100 * time.Millisecond // one chart bucket: a stall that long fails requests by itself
 	minCapacity   = 0.9                    // achieved over nominal server capacity
 	lagProbeLimit = 1 << 16                // samples kept: 5 minutes of 5ms ticks
+	rerunWindow   = 2 * time.Minute        // no row is run again after the lab has run this long
 )
 
 // lagProbe measures scheduler lag while a run goes on: a goroutine sleeps
@@ -64,28 +65,41 @@ func (p *lagProbe) finish() []time.Duration {
 	return p.lags
 }
 
+// rerunBudget bounds the rows of a scenario run again by untilCalm: at most
+// left more, and none once the lab has run until until (zero: no limit).
+type rerunBudget struct {
+	left  int
+	until time.Time
+}
+
 // untilCalm runs a row, and runs it once more if check says the machine was
-// too loaded for it and *reruns allows (it counts down). It returns the last
-// run and how many runs it took. A load spike from elsewhere on a shared
-// machine then costs a second run, not the row's figures; a machine loaded
-// all along is still reported, at a bounded cost in time.
-func untilCalm[R any](ctx context.Context, reruns *int, run func() (R, error), check func(R) machineCheck) (R, int, error) {
+// too loaded for it and b allows (it is spent). It returns the last run and
+// how many runs it took. A load spike from elsewhere on a shared machine
+// then costs a second run, not the row's figures; a machine loaded all along
+// is still reported, at a bounded cost in time.
+func untilCalm[R any](ctx context.Context, b *rerunBudget, run func() (R, error), check func(R) machineCheck) (R, int, error) {
 	r, err := run()
-	if err != nil || ctx.Err() != nil || check(r).ok() || *reruns <= 0 {
+	if err != nil || ctx.Err() != nil || check(r).ok() || b.left <= 0 || (!b.until.IsZero() && time.Now().After(b.until)) {
 		return r, 1, err
 	}
-	*reruns--
+	b.left--
 	r, err = run()
 	return r, 2, err
 }
 
-// reruns returns how many of a scenario's rows may be run again: half of
-// them, so that a loaded machine costs at most half a scenario's time more.
-func (c config) reruns(rows int) int {
+// reruns returns the rerun budget of a scenario of rows rows: half of them,
+// so that a loaded machine costs at most half a scenario's time more, and
+// none once the whole lab has run for rerunWindow (model time), so that it
+// ends in bounded time.
+func (c config) reruns(rows int) rerunBudget {
 	if !c.rerun {
-		return 0
+		return rerunBudget{}
 	}
-	return rows / 2
+	b := rerunBudget{left: rows / 2}
+	if !c.began.IsZero() {
+		b.until = c.began.Add(c.scale(rerunWindow))
+	}
+	return b
 }
 
 // machineCheck is how faithfully the machine ran one policy's run: the

@@ -470,8 +470,8 @@ func TestUntilCalm(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, reruns := 0, tt.reruns
-			got, runs, err := untilCalm(context.Background(), &reruns, func() (machineCheck, error) {
+			n, b := 0, rerunBudget{left: tt.reruns}
+			got, runs, err := untilCalm(context.Background(), &b, func() (machineCheck, error) {
 				n++
 				return tt.give[n-1], nil
 			}, func(m machineCheck) machineCheck { return m })
@@ -479,20 +479,28 @@ func TestUntilCalm(t *testing.T) {
 			assert.Equal(t, tt.wantRuns, runs)
 			assert.Equal(t, tt.wantRuns, n)
 			assert.Equal(t, tt.wantOK, got.ok())
-			assert.Equal(t, tt.wantReruns, reruns)
+			assert.Equal(t, tt.wantReruns, b.left)
 		})
 	}
-	// An error ends the runs.
-	reruns := 1
-	_, runs, err := untilCalm(context.Background(), &reruns, func() (machineCheck, error) { return loaded, errStopped },
-		func(m machineCheck) machineCheck { return m })
+	// An error ends the runs, and so does the end of the budget's time.
+	loadedOnce := func() (machineCheck, error) { return loaded, nil }
+	identity := func(m machineCheck) machineCheck { return m }
+	b := rerunBudget{left: 1}
+	_, runs, err := untilCalm(context.Background(), &b, func() (machineCheck, error) { return loaded, errStopped }, identity)
 	assert.ErrorIs(t, err, errStopped)
 	assert.Equal(t, 1, runs)
-	// Half of a scenario's rows may be run again; none if told not to.
+	b = rerunBudget{left: 1, until: time.Now().Add(-time.Second)}
+	_, runs, err = untilCalm(context.Background(), &b, loadedOnce, identity)
+	require.NoError(t, err)
+	assert.Equal(t, 1, runs)
+	// Half of a scenario's rows may be run again, until 2 minutes (model
+	// time) after the lab began; none if told not to.
 	cfg := defaultConfig()
-	assert.Equal(t, 3, cfg.reruns(6))
+	cfg.timescale = 0.5
+	cfg.began = time.Now()
+	assert.Equal(t, rerunBudget{left: 3, until: cfg.began.Add(time.Minute)}, cfg.reruns(6))
 	cfg.rerun = false
-	assert.Zero(t, cfg.reruns(6))
+	assert.Zero(t, cfg.reruns(6).left)
 }
 
 func TestLagProbe(t *testing.T) {
