@@ -161,3 +161,6 @@ func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
 	defer h.mu.Unlock()
 	return okN+fail >= gateMinSamples && !h.gate(at)
 }
+
+// RedactURLsIn exposes the redaction of URLs quoted in error messages.
+func RedactURLsIn(msg string) string { return redactURLsIn(msg) }

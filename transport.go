@@ -137,6 +137,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
+	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		closeBody(req)
@@ -147,8 +148,13 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(req, injected, &body) {
-		return t.roundTripHedged(ctx, s, body, injected)
+		return t.roundTripHedged(ctx, caller, s, body, injected)
 	}
+	// Watch the writes of requests that only a proof of never having left
+	// could make retryable, unless the base transport is known not to
+	// replay them (idempotency.go).
+	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
+		!s.guessIdempotent(req, injected)
 	var l lease              // the retry's claim on the destination's budget
 	var waited time.Duration // parked so far
 	refundable := false      // this attempt retries a lost connection
@@ -161,8 +167,13 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 			l.end(s.budget, outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
+		var w *writeWatch
+		if watch {
+			sent, w = watchWrites(sent)
+		}
 		start := time.Now()
 		res, err := t.send(sent, s.attemptTimeout)
+		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
 		a := Attempt{
 			Count: count, Req: sent, Res: res, Err: err,
@@ -179,10 +190,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		// 2. Ask the policy, unless the request cannot be sent again (no
 		// retries configured, or a body that cannot be replayed).
 		if s.maxRetries == 0 || !body.replayable() {
-			return res, ending{settled(ctx, res, err), count}, err
+			return res, ending{settled(sent, res, err), count}, err
 		}
 		if !s.shouldRetry(a) {
-			return res, ending{settled(ctx, res, err), count}, err
+			return res, ending{settled(sent, res, err), count}, err
 		}
 
 		// 3. Out of retries: the last response as it is, or the last error

@@ -109,7 +109,7 @@ func flakySection(r flakyResult, cfg config) section {
 		checks, names = append(checks, row.check), append(names, row.policy.name)
 		lines = append(lines, line{name: row.policy.name, ys: row.arrived, note: fmt.Sprintf("%.2f× attempts, %s success", row.amplification, pct(row.sum.success))})
 	}
-	s.addMachineChecks(cfg, checks, names)
+	s.addMachineChecks(cfg, checks, names, "latencies (not their counts, which do not depend on timing)")
 	s.charts = []chart{{
 		file: "flaky.svg",
 		svg: lineChart{

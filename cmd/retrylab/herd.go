@@ -56,11 +56,14 @@ func runHerd(ctx context.Context, cfg config) (herdResult, error) {
 		capacity: max(2, int(math.Ceil(herdHeadroom*rate*herdWork.Seconds()))),
 		period:   herdPeriod, work: herdWork, timeout: clientLimit,
 	}
+	reruns := cfg.reruns(len(stormPolicies()))
 	for _, p := range stormPolicies() {
-		row, err := herdRun(ctx, cfg, r, p)
+		row, runs, err := untilCalm(ctx, &reruns, func() (herdRow, error) { return herdRun(ctx, cfg, r, p) },
+			func(row herdRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
 		}
+		row.check.runs = runs
 		r.rows = append(r.rows, row)
 	}
 	// Normal load: the buckets before the outage, past the first period
@@ -172,7 +175,7 @@ func herdSection(r herdResult, cfg config) section {
 	for _, row := range r.rows {
 		checks, names = append(checks, row.check), append(names, row.policy.name)
 	}
-	s.addMachineChecks(cfg, checks, names)
+	s.addMachineChecks(cfg, checks, names, "times and rates")
 	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
 		rec := "not in run"

@@ -33,6 +33,7 @@ func tiny(t *testing.T, scenario string) config {
 	cfg.scenario = scenario
 	cfg.duration = 2 * time.Second
 	cfg.timescale = 0.25
+	cfg.rerun = false // the race detector slows the machine down: a re-run would be too
 	cfg.out = t.TempDir()
 	return cfg
 }
@@ -292,9 +293,18 @@ func TestMetastable(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	// 40 requests per 100ms offered: a 500ms window needs 0.9·200 = 180
+	// 40 requests per 100ms offered: a window of 1s needs 0.9·400 = 360
 	// useful answers.
 	ok, bad := 40.0, 10.0
+	series := func(parts ...any) []float64 { // value, count, value, count...
+		var s []float64
+		for i := 0; i < len(parts); i += 2 {
+			for range parts[i+1].(int) {
+				s = append(s, parts[i].(float64))
+			}
+		}
+		return s
+	}
 	tests := []struct {
 		name      string
 		give      []float64
@@ -302,12 +312,15 @@ func TestRecovery(t *testing.T) {
 		want      time.Duration
 		recovered bool
 	}{
-		{"never failed", []float64{ok, ok, ok, ok, ok, ok, ok, ok}, 2, 0, true},
-		{"recovers 300ms after", []float64{bad, bad, bad, bad, bad, ok, ok, ok, ok, ok, ok}, 2, 300 * time.Millisecond, true},
-		{"a backlog answered in time counts", []float64{bad, bad, 0, 0, 60, ok, ok, ok, ok, ok}, 2, 100 * time.Millisecond, true},
-		{"relapses", []float64{bad, ok, ok, ok, ok, ok, ok, bad, bad, bad, bad, bad}, 1, 0, false},
-		{"never recovers", []float64{bad, bad, bad, bad, bad, bad, bad}, 0, 0, false},
-		{"too short", []float64{ok, ok}, 0, 0, false},
+		{"never failed", series(ok, 14), 2, 0, true},
+		// Down until bucket 6: the window from bucket 5 holds one bad
+		// bucket and passes (10 + 9·40 = 370).
+		{"recovers 300ms after", series(bad, 6, ok, 12), 2, 300 * time.Millisecond, true},
+		{"a backlog answered in time counts", series(bad, 4, 0.0, 2, 80.0, 1, ok, 10), 2, 200 * time.Millisecond, true},
+		{"a dip of 100ms does not undo it", series(bad, 4, ok, 6, 0.0, 1, ok, 6), 2, 200 * time.Millisecond, true},
+		{"relapses", series(ok, 12, bad, 10), 1, 0, false},
+		{"never recovers", series(bad, 15), 0, 0, false},
+		{"too short", series(ok, 9), 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,20 +435,72 @@ func TestMachineCheck(t *testing.T) {
 	assert.False(t, slow.ok())
 	stalled := machineCheck{lagP99: time.Millisecond, lagMax: 300 * time.Millisecond, capacity: 1}
 	assert.False(t, stalled.ok())
+	second := machineCheck{lagP99: time.Millisecond, capacity: 1, runs: 2}
+	assert.Contains(t, second.cell(), "run again")
 
 	var sec section
-	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"})
+	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"}, "times")
 	require.Len(t, sec.notes, 2)
 	assert.Equal(t, []string{"b", "c"}, sec.loaded)
 	assert.Contains(t, sec.notes[0], "worst of a row: p99 30ms, max 30ms")
 	assert.Contains(t, sec.notes[1], "WARNING")
-	assert.Contains(t, sec.notes[1], "b, c")
+	assert.Contains(t, sec.notes[1], "b, c: those rows' times do not")
 	assert.Contains(t, sec.notes[1], "-timescale 4")
 	var calm section
-	calm.addMachineChecks(cfg, []machineCheck{fine}, []string{"a"})
+	calm.addMachineChecks(cfg, []machineCheck{fine}, []string{"a"}, "times")
 	assert.Len(t, calm.notes, 1)
 	assert.Empty(t, calm.loaded)
 	assert.Empty(t, newMachineCheck(cfg, nil).lagMax)
+}
+
+func TestUntilCalm(t *testing.T) {
+	loaded, calm := machineCheck{lagP99: time.Second, capacity: 1}, machineCheck{capacity: 1}
+	tests := []struct {
+		name       string
+		give       []machineCheck // the checks of successive runs
+		reruns     int
+		wantRuns   int
+		wantOK     bool
+		wantReruns int // left
+	}{
+		{"calm at once", []machineCheck{calm, loaded}, 1, 1, true, 1},
+		{"calm the second time", []machineCheck{loaded, calm}, 1, 2, true, 0},
+		{"loaded all along", []machineCheck{loaded, loaded, calm}, 3, 2, false, 2},
+		{"no reruns left", []machineCheck{loaded, calm}, 0, 1, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, b := 0, rerunBudget{left: tt.reruns}
+			got, runs, err := untilCalm(context.Background(), &b, func() (machineCheck, error) {
+				n++
+				return tt.give[n-1], nil
+			}, func(m machineCheck) machineCheck { return m })
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantRuns, runs)
+			assert.Equal(t, tt.wantRuns, n)
+			assert.Equal(t, tt.wantOK, got.ok())
+			assert.Equal(t, tt.wantReruns, b.left)
+		})
+	}
+	// An error ends the runs, and so does the end of the budget's time.
+	loadedOnce := func() (machineCheck, error) { return loaded, nil }
+	identity := func(m machineCheck) machineCheck { return m }
+	b := rerunBudget{left: 1}
+	_, runs, err := untilCalm(context.Background(), &b, func() (machineCheck, error) { return loaded, errStopped }, identity)
+	assert.ErrorIs(t, err, errStopped)
+	assert.Equal(t, 1, runs)
+	b = rerunBudget{left: 1, until: time.Now().Add(-time.Second)}
+	_, runs, err = untilCalm(context.Background(), &b, loadedOnce, identity)
+	require.NoError(t, err)
+	assert.Equal(t, 1, runs)
+	// Half of a scenario's rows may be run again, until 2 minutes (model
+	// time) after the lab began; none if told not to.
+	cfg := defaultConfig()
+	cfg.timescale = 0.5
+	cfg.began = time.Now()
+	assert.Equal(t, rerunBudget{left: 3, until: cfg.began.Add(time.Minute)}, cfg.reruns(6))
+	cfg.rerun = false
+	assert.Zero(t, cfg.reruns(6).left)
 }
 
 func TestLagProbe(t *testing.T) {
