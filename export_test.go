@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -43,12 +44,23 @@ type ResolvedSettings struct {
 	AttemptTimeout       time.Duration
 	MaxDelay             time.Duration
 	BodyBufferLimit      int64
+	HedgeDelay           time.Duration
+	MaxHedges            int
+	Budget               *RetryBudget
 }
 
 // Settings resolves the settings of t for a request carrying ctx.
 func Settings(t *Transport, ctx context.Context) ResolvedSettings {
-	s := t.settings(ctx)
+	return SettingsFor(t, (&http.Request{URL: &url.URL{}}).WithContext(ctx))
+}
+
+// SettingsFor resolves the settings of t for req.
+func SettingsFor(t *Transport, req *http.Request) ResolvedSettings {
+	s := t.settings(req)
 	return ResolvedSettings{
+		HedgeDelay:           s.hedgeDelay,
+		MaxHedges:            s.maxHedges,
+		Budget:               s.budget,
 		MaxRetries:           s.maxRetries,
 		ShouldRetry:          s.shouldRetry,
 		Delay:                s.delay,
