@@ -142,7 +142,8 @@ func jsonErrorAt(data []byte, err error) string {
 	if !errors.As(err, &se) {
 		return strings.TrimPrefix(err.Error(), "json: ")
 	}
-	before := data[:min(int(se.Offset), len(data))]
+	// Offset counts the bytes read, the offending one included.
+	before := data[:min(max(int(se.Offset)-1, 0), len(data))]
 	line := bytes.Count(before, []byte("\n")) + 1
 	col := len(before) - bytes.LastIndexByte(before, '\n')
 	return fmt.Sprintf("line %d, column %d: %s", line, col, se.Error())
