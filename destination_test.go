@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,7 +107,7 @@ func TestDestinationsDefaultsApplyToEveryRequest(t *testing.T) {
 	assert.Equal(t, time.Second, other.AttemptTimeout)
 }
 
-func mustRequest(t *testing.T, ctx context.Context, url string) *http.Request {
+func mustRequest(t testing.TB, ctx context.Context, url string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
@@ -465,8 +466,8 @@ func TestParseDestinationsFull(t *testing.T) {
 			{Name: "payments", Host: "payments.internal:8443", MaxRetries: ptr(0),
 				Hedging: &retryhttp.DestinationHedging{}, NoBudget: true},
 			{Host: "*.search.internal", AttemptTimeout: ptr(800 * time.Millisecond),
-				Backoff: &retryhttp.CustomizedDelayFnOptions{Base: 50 * time.Millisecond, Cap: 2 * time.Second, JitterMagnitude: -1},
-				Hedging: &retryhttp.DestinationHedging{Delay: 100 * time.Millisecond, MaxHedges: 1},
+				Backoff:              &retryhttp.CustomizedDelayFnOptions{Base: 50 * time.Millisecond, Cap: 2 * time.Second, JitterMagnitude: -1},
+				Hedging:              &retryhttp.DestinationHedging{Delay: 100 * time.Millisecond, MaxHedges: 1},
 				RetryableStatusCodes: []int{502, 503, 504}},
 			{Host: "legacy.internal", RetryableStatusCodes: []int{}},
 		},
@@ -565,4 +566,54 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// BenchmarkDestinations measures the happy path of a GET (in-memory base
+// transport) through a Transport without destination policies, and with 100
+// of them: exact hosts, host:port pairs and wildcards, the request matching
+// the last wildcard or nothing.
+func BenchmarkDestinations(b *testing.B) {
+	var dests []retryhttp.Destination
+	for i := range 100 {
+		switch i % 3 {
+		case 0:
+			dests = append(dests, retryhttp.Destination{Host: fmt.Sprintf("svc%d.test", i), MaxRetries: ptr(1)})
+		case 1:
+			dests = append(dests, retryhttp.Destination{Host: fmt.Sprintf("svc%d.test:8080", i), MaxRetries: ptr(1)})
+		default:
+			dests = append(dests, retryhttp.Destination{Host: fmt.Sprintf("*.zone%d.test", i), MaxRetries: ptr(1)})
+		}
+	}
+	d, err := retryhttp.NewDestinations(retryhttp.DestinationConfig{Destinations: dests})
+	require.NoError(b, err)
+	tests := []struct {
+		name string
+		tr   *retryhttp.Transport
+		url  string
+	}{
+		{"none", retryhttp.New(retryhttp.WithTransport(memTransport{})), "http://a.zone98.test/"},
+		{"100/exact", retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithDestinations(d)), "http://svc99.test/"},
+		{"100/wildcard", retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithDestinations(d)), "http://a.b.zone98.test/"},
+		{"100/unmatched", retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithDestinations(d)), "http://a.b.other.test/"},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := roundTripOnce(tt.tr, tt.url, newGET); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	// The lookup alone.
+	for _, tt := range tests[1:] {
+		req := mustRequest(b, context.Background(), tt.url)
+		b.Run("lookup/"+strings.TrimPrefix(tt.name, "100/"), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				retryhttp.LookupDestination(d, req)
+			}
+		})
+	}
 }

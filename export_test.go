@@ -139,3 +139,7 @@ func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req
 
 // DepositFor exposes the budget's deposit, for benchmarks.
 func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }
+
+// LookupDestination reports whether a policy of d (a destination's or the
+// defaults) applies to req.
+func LookupDestination(d *Destinations, req *http.Request) bool { return d.lookup(req) != nil }
