@@ -177,8 +177,11 @@ type matchRule struct {
 // lookup returns the policy of req: that of the first destination matching
 // it, else the defaults (nil when there are none).
 func (ds *destSet) lookup(req *http.Request) *destPolicy {
+	if req.URL == nil {
+		return ds.defaults // the base transport refuses it; don't call Match
+	}
 	best := len(ds.policies)
-	if req.URL != nil && (len(ds.exact) > 0 || len(ds.wildcard) > 0) {
+	if len(ds.exact) > 0 || len(ds.wildcard) > 0 {
 		host, port := requestHostPort(req)
 		for _, r := range ds.exact[host] {
 			if r.index < best && (r.port == "" || r.port == port) {
@@ -343,7 +346,8 @@ func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy) 
 		p.set |= policyBudget
 	case d.Budget != nil:
 		p.set |= policyBudget
-		p.budgetOpts = d.Budget
+		opts := *d.Budget // a copy: the caller may change theirs
+		p.budgetOpts = &opts
 		if old, ok := prev[key]; ok && key != "" && old.budgetOpts != nil && *old.budgetOpts == *d.Budget {
 			p.budget = old.budget
 		} else {

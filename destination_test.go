@@ -399,6 +399,8 @@ func TestParseDestinationsErrors(t *testing.T) {
 			`retryhttp: destinations[0].host: must be a host such as api.example.com, api.example.com:8443 or *.example.com, not a URL, got "https://a.test/"`},
 		{"bad port", `{"destinations": [{"host": "a.test:99999"}]}`, `retryhttp: destinations[0].host: must have a port from 1 to 65535, got "a.test:99999"`},
 		{"wildcard with port", `{"destinations": [{"host": "*.a.test:80"}]}`, `retryhttp: destinations[0].host: a wildcard host takes no port, got "*.a.test:80"`},
+		{"wildcard address", `{"destinations": [{"host": "*.[::1]"}]}`, `retryhttp: destinations[0].host: a wildcard takes a host name, not an address, got "*.[::1]"`},
+		{"bad IPv6", `{"destinations": [{"host": "[10.0.0.1]:80"}]}`, `retryhttp: destinations[0].host: must hold an IPv6 address in its brackets, got "[10.0.0.1]:80"`},
 		{"wildcard inside", `{"destinations": [{"host": "a.*.test"}]}`, `retryhttp: destinations[0].host: '*' is allowed only as the first label, as in *.example.com, got "a.*.test"`},
 		{"duplicate host", `{"destinations": [{"host": "a.test"}, {"host": "b.test"}, {"host": "A.test"}]}`,
 			`retryhttp: destinations[2].host: "A.test" repeats destinations[0].host`},
@@ -557,6 +559,12 @@ func FuzzParseDestinations(f *testing.F) {
 		var d retryhttp.Destinations
 		if err := d.Set(cfg); err != nil {
 			t.Fatalf("ParseDestinations accepted what Set refuses: %v", err)
+		}
+		for _, h := range cfg.Destinations {
+			url := "http://" + strings.TrimPrefix(h.Host, "*.")
+			if req, err := http.NewRequest(http.MethodGet, url, nil); err == nil {
+				retryhttp.LookupDestination(&d, req)
+			}
 		}
 	})
 }

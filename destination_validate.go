@@ -219,6 +219,8 @@ func checkHostPattern(s string) (hostPattern, string) {
 	}
 	name := rest
 	switch {
+	case strings.HasPrefix(rest, "[") && h.wildcard:
+		return hostPattern{}, "a wildcard takes a host name, not an address"
 	case strings.HasPrefix(rest, "["):
 		if !strings.HasSuffix(rest, "]") {
 			var err error
