@@ -143,3 +143,6 @@ func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.depos
 // LookupDestination reports whether a policy of d (a destination's or the
 // defaults) applies to req.
 func LookupDestination(d *Destinations, req *http.Request) bool { return d.lookup(req) != nil }
+
+// RedactURLsIn exposes the redaction of URLs quoted in error messages.
+func RedactURLsIn(msg string) string { return redactURLsIn(msg) }

@@ -141,6 +141,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // roundTrip sends the attempts of one logical request and says how it ended.
 func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
 	ctx := req.Context()
+	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		closeBody(req)
@@ -151,8 +152,13 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(req, injected, &body) {
-		return t.roundTripHedged(ctx, s, body, injected)
+		return t.roundTripHedged(ctx, caller, s, body, injected)
 	}
+	// Watch the writes of requests that only a proof of never having left
+	// could make retryable, unless the base transport is known not to
+	// replay them (idempotency.go).
+	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
+		!s.guessIdempotent(req, injected)
 	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own. A success refills
@@ -162,7 +168,12 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}
+		var w *writeWatch
+		if watch {
+			sent, w = watchWrites(sent)
+		}
 		res, err := t.send(sent, s.attemptTimeout)
+		err = w.mark(err)
 		s.budget.deposit(sent, res)
 		if refundable {
 			s.budget.refund(sent, res)
