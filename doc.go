@@ -17,9 +17,9 @@
 // capped at 10s. Both are replaceable per transport (WithShouldRetryFn,
 // WithDelayFn), per destination (WithDestinations: a policy per host,
 // wildcard or matcher, from Go or a JSON file, reloadable while requests
-// run) and per request through the context (SetShouldRetryFn, SetDelayFn),
-// in that order of precedence from the last: a context override beats the
-// destination's policy, which beats the transport's option.
+// run) and per request through the context (SetShouldRetryFn, SetDelayFn).
+// A context override beats the destination's policy, which beats the
+// transport's option.
 //
 // What it never does: modify the caller's request, copy a body it can
 // replay with GetBody, buffer an unbounded body, wait past the caller's
