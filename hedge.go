@@ -146,7 +146,7 @@ func (h *hedge) final(o *outcome) bool {
 		return true
 	}
 	if !h.s.shouldRetry(a) {
-		h.why = settled(h.ctx, o.res, o.err)
+		h.why = settled(o.req, o.res, o.err)
 		return true
 	}
 	launched, err := h.next()

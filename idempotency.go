@@ -26,7 +26,13 @@ const DefaultIdempotencyKeyHeader = "Idempotency-Key"
 //
 // An injected key does not by itself make the request count as idempotent for
 // the retry decision, since the transport cannot know whether the server
-// honours keys; see WithIdempotencyKeysHonored.
+// honours keys; see WithIdempotencyKeysHonored. Nor does it for net/http: a
+// key not known to be honoured is stored in the header map under its
+// lower-case name ("idempotency-key"), which net/http's own replay of
+// requests carrying a key does not see, so that a POST is never re-sent
+// below the transport on its account (docs/idempotency.md). Servers read the
+// same header: names are case-insensitive. Read the key of a request as sent
+// with IdempotencyKey, not Header.Get.
 func WithIdempotencyKeys(enabled bool) Option {
 	return func(t *Transport) { t.noIdempotencyKeys = !enabled }
 }

@@ -328,3 +328,42 @@ func TestInjectedKeyReadable(t *testing.T) {
 	assert.Equal(t, "", retryhttp.IdempotencyKey(neverTwiceRequest(t, http.MethodPost, srv.URL, "", nil)))
 	assert.Equal(t, "", retryhttp.IdempotencyKey(nil))
 }
+
+// Regression: with http.Client.Timeout, the stop reported to hooks raced:
+// some timed-out requests reported "not retryable", since net/http's own
+// cancellation (through Request.Cancel) can end an attempt an instant before
+// the request's context reports its deadline. A request stopped by its
+// caller's deadline reports StopCanceled, always.
+func TestClientTimeoutReportsCanceled(t *testing.T) {
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})
+	var mu sync.Mutex
+	reasons := map[retryhttp.StopReason]int{}
+	tr := newTransport(t, retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+		if !d.Retry {
+			mu.Lock()
+			reasons[d.Reason]++
+			mu.Unlock()
+		}
+	}))
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Millisecond}
+	const n = 40
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Get(srv.URL)
+			if assert.Error(t, err) {
+				assert.True(t, retryhttp.IsTimeoutErr(err), "%v", err)
+			} else {
+				res.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[retryhttp.StopReason]int{retryhttp.StopCanceled: n}, reasons)
+}

@@ -98,7 +98,7 @@ type retryPolicy struct {
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {
 	// The caller gave up: nobody is waiting for a retry.
-	if a.Req != nil && a.Req.Context().Err() != nil {
+	if callerGone(a.Req) {
 		return false
 	}
 	if a.Err != nil {

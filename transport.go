@@ -193,10 +193,10 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		// 2. Ask the policy, unless the request cannot be sent again (no
 		// retries configured, or a body that cannot be replayed).
 		if s.maxRetries == 0 || !body.replayable() {
-			return res, ending{settled(ctx, res, err), count}, err
+			return res, ending{settled(sent, res, err), count}, err
 		}
 		if !s.shouldRetry(a) {
-			return res, ending{settled(ctx, res, err), count}, err
+			return res, ending{settled(sent, res, err), count}, err
 		}
 
 		// 3. Out of retries: the last response as it is, or the last error
