@@ -3,6 +3,7 @@ package retryhttp_test
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/seed2409de8f/retryhttp"
 )
@@ -19,6 +20,6 @@ func ExampleDefaultDelayFn_rateLimitReset() {
 		},
 	}
 	d := retryhttp.DefaultDelayFn(retryhttp.Attempt{Count: 1, Res: res})
-	fmt.Println(d >= 6666*1e6 && d <= 13334*1e6)
+	fmt.Println(d >= 6666*time.Millisecond && d <= 13334*time.Millisecond)
 	// Output: true
 }
