@@ -84,6 +84,8 @@ type Transport struct {
 
 	obs *observer // hooks and logger (hooks.go, log.go); nil: none
 
+	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
+
 	baseOnce sync.Once
 	base     http.RoundTripper
 
@@ -153,10 +155,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 	}
 	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
-		// 1. Send one attempt, with a body of its own. A success refills
+		// 1. Send one attempt, with a body of its own (for a retry, as the
+		// PrepareRetry hook rewrote it: prepare.go). A success refills
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
-		sent, err := body.request(count)
+		sent, err := t.attemptRequest(&body, count)
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}
