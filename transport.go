@@ -84,7 +84,8 @@ type Transport struct {
 
 	obs *observer // hooks and logger (hooks.go, log.go); nil: none
 
-	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
+	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
+	errorOnGiveUp bool                      // WithErrorOnGiveUp
 
 	baseOnce sync.Once
 	base     http.RoundTripper
@@ -112,7 +113,8 @@ func New(options ...func(*Transport)) *Transport {
 // RoundTrip sends req, retrying as the transport's settings and req's
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
-// returned as the server sent it, for the caller to read and close. With
+// returned as the server sent it, for the caller to read and close (or, with
+// WithErrorOnGiveUp, closed and replaced by a *GiveUpError). With
 // hedging on (WithHedging), a request guessed idempotent may have several
 // attempts in flight at once; the first final answer is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -132,6 +134,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
+	}
+	if t.errorOnGiveUp {
+		res, err = giveUp(e, res, err) // giveup.go
 	}
 	t.observeStop(req, e, res, err)
 	return res, err
