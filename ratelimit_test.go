@@ -212,3 +212,34 @@ func TestRateLimitResetLoopback(t *testing.T) {
 }
 
 func strconvUnix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+// FuzzParseRateLimitReset checks that no header value makes the rate-limit
+// parsing panic or give a negative wait, and that a wait is given only when
+// one of the headers holds a value.
+func FuzzParseRateLimitReset(f *testing.F) {
+	for _, s := range []string{
+		"", "0", "30", "1.5", "1800000042", "99999999999999999999999", "-5", "+5", "1e9", ".", "5.",
+		`"default";r=0;t=10`, `a;r=0;t=10, b;r=0;t=99`, `"a\"b";r=0;t=8`, `"a;r=0`, `"a";r=0`, `;;;,,,""`,
+	} {
+		f.Add(s, s, s, s, uint16(429))
+	}
+	now := time.Unix(1_800_000_000, 0)
+	f.Fuzz(func(t *testing.T, ietf, policy, reset, xreset string, status uint16) {
+		h := http.Header{}
+		for k, v := range map[string]string{"RateLimit": ietf, "RateLimit-Policy": policy, "RateLimit-Reset": reset, "X-RateLimit-Reset": xreset} {
+			if v != "" {
+				h.Set(k, v)
+			}
+		}
+		d, ok := retryhttp.ParseRateLimitReset(&http.Response{StatusCode: int(status), Header: h}, now)
+		if d < 0 {
+			t.Fatalf("negative wait %v for %v", d, h)
+		}
+		if ok && ietf == "" && reset == "" && xreset == "" {
+			t.Fatalf("a wait (%v) from no header: %v", d, h)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("no wait but %v", d)
+		}
+	})
+}
