@@ -29,11 +29,12 @@ func (p retryPolicy) shouldRetryOrIf(a Attempt) bool {
 }
 
 // neverRetried reports whether one of the rules that always win forbids
-// retrying a: the caller gave up, the response is an answer (below 400), or
-// it carries the cross-hop signal that a server behind it already retried.
+// retrying a: the caller gave up (stop.go), the response is an answer
+// (below 400), or it carries the cross-hop signal that a server behind it
+// already retried.
 func neverRetried(a Attempt) bool {
 	switch {
-	case a.Req != nil && a.Req.Context().Err() != nil:
+	case callerGone(a.Req):
 		return true
 	case a.Err != nil:
 		return false
