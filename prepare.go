@@ -18,7 +18,8 @@ var ErrPrepareRetry = errors.New("retryhttp: preparing a retry")
 // fn gets a copy made for this attempt alone: the header map, URL and
 // trailers are its own (http.Request.Clone), and the body is the attempt's
 // fresh copy, so fn may change them freely; the caller's request is never
-// touched. The request carries the caller's context, the idempotency key and
+// touched. A fn that replaces Body takes charge of the body it replaced
+// (closing it, or reading from it). The request carries the caller's context, the idempotency key and
 // the Retry-Attempt header of the retry, so fn can tell which retry it is
 // preparing. fn runs on the goroutine of RoundTrip, one call at a time per
 // request; it must be safe for concurrent use across requests.
