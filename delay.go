@@ -61,8 +61,8 @@ type CustomizedDelayFnOptions struct {
 //
 // Without a valid Retry-After, a rate-limit reset header gives the wait, in
 // this order: the IETF RateLimit field (the policies with no quota left),
-// RateLimit-Reset, X-RateLimit-Reset (a number below 10^9 is seconds to
-// wait, a larger one a Unix time). The wait is jittered and saturates like
+// RateLimit-Reset, X-RateLimit-Reset, X-Rate-Limit-Reset (a number below
+// 10^9 is seconds to wait, a larger one a Unix time). The wait is jittered and saturates like
 // a Retry-After; docs/ratelimit.md has the rules and the reasons.
 //
 // Otherwise the delay is "full jitter" exponential backoff: uniform in

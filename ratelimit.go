@@ -29,10 +29,10 @@ const (
 //  1. RateLimit (draft-ietf-httpapi-ratelimit-headers): the largest t of the
 //     policies with no quota left (r=0), or, without t, that policy's window
 //     w from RateLimit-Policy;
-//  2. RateLimit-Reset, then X-RateLimit-Reset: delta seconds, or a Unix
-//     time when at least epochThreshold. These are read only on a 429 or
-//     when the matching Remaining header is 0, since many servers send them
-//     on every response.
+//  2. RateLimit-Reset, then X-RateLimit-Reset, then X-Rate-Limit-Reset:
+//     delta seconds, or a Unix time when at least epochThreshold. These are
+//     read only on a 429 or when the matching Remaining header is 0, since
+//     many servers send them on every response.
 //
 // It reports false when none gives a usable wait: missing, malformed, or a
 // Unix time at or before now (a skewed clock, or a delta misread as a time:
@@ -43,7 +43,7 @@ func parseRateLimitReset(res *http.Response, now func() time.Time) (time.Duratio
 		return d, true
 	}
 	throttled := res.StatusCode == http.StatusTooManyRequests
-	for _, name := range [...]string{"RateLimit", "X-RateLimit"} {
+	for _, name := range [...]string{"RateLimit", "X-RateLimit", "X-Rate-Limit"} {
 		if !throttled && strings.TrimSpace(h.Get(name+"-Remaining")) != "0" {
 			continue
 		}

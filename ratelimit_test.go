@@ -64,9 +64,15 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"x on a 503 with quota left", 503, headers("X-RateLimit-Reset", "30", "X-RateLimit-Remaining", "12"), 0, false},
 		{"x on a 503 with no quota left", 503, headers("X-RateLimit-Reset", "30", "X-RateLimit-Remaining", "0"), 30 * time.Second, true},
 		{"x on a 403 with no quota left", 403, headers("X-RateLimit-Reset", "1800000060", "X-RateLimit-Remaining", " 0 "), time.Minute, true},
+		// X-Rate-Limit-Reset (Okta, Twitter/X) comes last.
+		{"x-rate-limit epoch", 429, headers("X-Rate-Limit-Reset", "1800000010"), 10 * time.Second, true},
+		{"x-rate-limit on a 200 with no quota left", 200, headers("X-Rate-Limit-Reset", "1800000010", "X-Rate-Limit-Remaining", "0"), 10 * time.Second, true},
+		{"x-rate-limit with quota left", 503, headers("X-Rate-Limit-Reset", "1800000010", "X-Rate-Limit-Remaining", "1199"), 0, false},
+		{"x before x-rate-limit", 429, headers("X-RateLimit-Reset", "5", "X-Rate-Limit-Reset", "1800000010"), 5 * time.Second, true},
 		// RateLimit-Reset comes before X-RateLimit-Reset.
 		{"reset", 429, headers("RateLimit-Reset", "12"), 12 * time.Second, true},
 		{"reset epoch", 429, headers("RateLimit-Reset", "1800000005"), 5 * time.Second, true},
+		{"reset epoch on a 429 with quota left (GitLab)", 429, headers("RateLimit-Reset", "1800000060", "RateLimit-Remaining", "595"), time.Minute, true},
 		{"reset before x", 429, headers("RateLimit-Reset", "12", "X-RateLimit-Reset", "99"), 12 * time.Second, true},
 		{"invalid reset, then x", 429, headers("RateLimit-Reset", "soon", "X-RateLimit-Reset", "99"), 99 * time.Second, true},
 		{"past reset, then x", 429, headers("RateLimit-Reset", "1700000000", "X-RateLimit-Reset", "9"), 9 * time.Second, true},
@@ -226,7 +232,7 @@ func FuzzParseRateLimitReset(f *testing.F) {
 	now := time.Unix(1_800_000_000, 0)
 	f.Fuzz(func(t *testing.T, ietf, policy, reset, xreset string, status uint16) {
 		h := http.Header{}
-		for k, v := range map[string]string{"RateLimit": ietf, "RateLimit-Policy": policy, "RateLimit-Reset": reset, "X-RateLimit-Reset": xreset} {
+		for k, v := range map[string]string{"RateLimit": ietf, "RateLimit-Policy": policy, "RateLimit-Reset": reset, "X-RateLimit-Reset": xreset, "X-Rate-Limit-Reset": xreset} {
 			if v != "" {
 				h.Set(k, v)
 			}
