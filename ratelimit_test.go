@@ -249,3 +249,67 @@ func FuzzParseRateLimitReset(f *testing.F) {
 		}
 	})
 }
+
+// TestHostileRateLimitReset sends GETs to servers that answer every request
+// with a 429 carrying hostile rate-limit headers (and no Retry-After), and
+// checks the attempts and waits: a huge wait returns the 429 at once, an
+// invalid or past value falls back to the 429 backoff (1s base), never to
+// an immediate retry.
+func TestHostileRateLimitReset(t *testing.T) {
+	throttleBackoff := func(t *testing.T, waits []time.Duration) {
+		require.Len(t, waits, 3)
+		for i, d := range waits {
+			assert.GreaterOrEqual(t, d, time.Duration(0))
+			assert.Less(t, d, time.Second<<i, "full jitter ceiling of retry %d", i+1)
+		}
+	}
+	noWait := func(t *testing.T, waits []time.Duration) { assert.Empty(t, waits) }
+	tests := []struct {
+		name         string
+		give         http.Header
+		wantAttempts int64
+		wantWaits    func(t *testing.T, waits []time.Duration)
+	}{
+		{"x 10^18: returned at once", headers("X-RateLimit-Reset", "1000000000000000000"), 1, noWait},
+		{"x 10^30: returned at once", headers("X-RateLimit-Reset", "1"+strings.Repeat("0", 30)), 1, noWait},
+		{"ietf t=10^12: returned at once", headers("RateLimit", `"a";r=0;t=1000000000000`), 1, noWait},
+		{"reset of an hour: returned at once", headers("RateLimit-Reset", "3600"), 1, noWait},
+		{"x in 2001: backoff, not at once", headers("X-RateLimit-Reset", "1000000000"), 4, throttleBackoff},
+		{"x -1: backoff", headers("X-RateLimit-Reset", "-1"), 4, throttleBackoff},
+		{"x NaN: backoff", headers("X-RateLimit-Reset", "NaN"), 4, throttleBackoff},
+		{"ietf garbage: backoff", headers("RateLimit", `"a;r=0;t=`), 4, throttleBackoff},
+		{"ietf 1,000 policies: the largest", headers("RateLimit", strings.Repeat(`"p";r=0;t=1, `, 999)+`"q";r=0;t=2`), 4,
+			func(t *testing.T, waits []time.Duration) {
+				require.Len(t, waits, 3)
+				for _, d := range waits { // 2s ± 1/3
+					assert.GreaterOrEqual(t, d, 4*time.Second/3)
+					assert.LessOrEqual(t, d, 8*time.Second/3)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				for k, v := range tt.give {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(http.StatusTooManyRequests)
+			})
+			tr := newTransport(t, unlimitedBudget)
+			var mu sync.Mutex
+			var waits []time.Duration
+			retryhttp.SetSleep(tr, func(ctx context.Context, d time.Duration) error {
+				mu.Lock()
+				defer mu.Unlock()
+				waits = append(waits, d)
+				return ctx.Err()
+			})
+			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+			require.NoError(t, err)
+			res.Body.Close()
+			assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, "the last 429, as it is")
+			assert.Equal(t, tt.wantAttempts, srv.attempts.Load())
+			tt.wantWaits(t, waits)
+		})
+	}
+}
