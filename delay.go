@@ -62,8 +62,9 @@ type CustomizedDelayFnOptions struct {
 // Without a valid Retry-After, a rate-limit reset header gives the wait, in
 // this order: the IETF RateLimit field (the policies with no quota left),
 // RateLimit-Reset, X-RateLimit-Reset, X-Rate-Limit-Reset (a number below
-// 10^9 is seconds to wait, a larger one a Unix time). The wait is jittered and saturates like
-// a Retry-After; docs/ratelimit.md has the rules and the reasons.
+// 10^9 is seconds to wait, a larger one a Unix time; the last three only on
+// a 429 or with their Remaining header at 0). The wait is jittered and
+// saturates like a Retry-After; docs/ratelimit.md has the rules and why.
 //
 // Otherwise the delay is "full jitter" exponential backoff: uniform in
 // [0, min(10s, 250ms·2^(n−1))) before retry n, or, for a 429 Too Many
