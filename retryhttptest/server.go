@@ -39,12 +39,14 @@ func TooManyRequests(retryAfter time.Duration) Step {
 
 // Reset closes the connection without answering, with a TCP reset (RST):
 // the client sees "connection reset by peer" (or an EOF), as when a server
-// crashes or a proxy drops the connection.
+// crashes or a proxy drops the connection. Used in an HTTP/2 server of your
+// own, it resets the stream instead (http.ErrAbortHandler).
 func Reset() Step {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		hj, ok := w.(http.Hijacker)
 		if !ok {
-			panic("retryhttptest: Reset needs a connection it can hijack (HTTP/1)")
+			// HTTP/2 (in a server of your own): reset the stream.
+			panic(http.ErrAbortHandler)
 		}
 		conn, _, err := hj.Hijack()
 		if err != nil {
