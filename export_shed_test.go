@@ -17,7 +17,9 @@ func SetShedTimer(s *LoadShedder, newTimer func(time.Duration) (<-chan time.Time
 }
 
 // RetryAfterRange exposes retryAfterRange.
-func RetryAfterRange(base time.Duration, jitter float64) (lo, hi int) { return retryAfterRange(base, jitter) }
+func RetryAfterRange(base time.Duration, jitter float64) (lo, hi int) {
+	return retryAfterRange(base, jitter)
+}
 
 // AdaptiveLimit is the adaptive limit of a LoadShedder, for simulations.
 type AdaptiveLimit = adaptiveLimit
