@@ -16,7 +16,7 @@
 //     limit, with and without retryhttp.LoadShedder in front (shed.go).
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes under a minute.
+// the -out directory. The whole default run takes about a minute.
 //
 // Usage:
 //
