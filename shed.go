@@ -24,9 +24,10 @@ import (
 // field means its default; invalid values are replaced as each field says.
 type LoadShedderOptions struct {
 	// Limit is the most requests handled at once; the excess waits in the
-	// queue, if there is one, or is shed. With Adaptive, it is the initial
-	// limit. Zero or negative means the default: 100 for a fixed limit, 20
-	// for an adaptive one. Values above 2^20 are treated as 2^20; an
+	// queue, if there is one, or is shed. With Adaptive, it is the limit
+	// the adaptive one starts from, after its first probe (at MinLimit).
+	// Zero or negative means the default: 100 for a fixed limit, 20 for an
+	// adaptive one. Values above 2^20 are treated as 2^20; an
 	// adaptive one is moved into [MinLimit, MaxLimit].
 	Limit int
 
