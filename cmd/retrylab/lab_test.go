@@ -173,8 +173,10 @@ func TestShed(t *testing.T) {
 			assert.Equal(t, "2", r.limit, name)
 		}
 		if r.policy.name == defaultsPolicy().name {
-			// The budget: at most 10 retries, plus a tenth of the successes.
-			assert.LessOrEqual(t, float64(r.attempts), float64(r.sum.requests)+10+0.1*float64(r.useful)+1e-9, name)
+			// The budget: at most 10 retries, plus a tenth of the successes
+			// (each a useful answer), plus a few replays net/http makes on
+			// its own on a reused connection that dies before answering.
+			assert.LessOrEqual(t, float64(r.attempts), float64(r.sum.requests)+10+0.1*float64(r.useful)+5, name)
 		}
 		assert.Len(t, r.useful100, res.shed.buckets+shedTail, name)
 	}
