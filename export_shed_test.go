@@ -31,7 +31,7 @@ func NewAdaptiveLimit(initial, lo, hi int, interval time.Duration) *AdaptiveLimi
 
 // Record exposes adaptiveLimit.record.
 func (a *AdaptiveLimit) Record(latency time.Duration, inflight int64, epoch uint64, now time.Time, r float64) (int, bool) {
-	return a.record(latency, inflight, epoch, now, r)
+	return a.record(latency, inflight, epoch, now, func() float64 { return r })
 }
 
 // Epoch returns the epoch a request admitted now would get.

@@ -477,7 +477,7 @@ func (s *LoadShedder) release() {
 // inflight requests in flight at start, and feeds its latency to the limit.
 func (s *LoadShedder) releaseAdaptive(start time.Time, inflight int64, epoch uint64) {
 	end := s.now()
-	limit, changed := s.adaptive.record(end.Sub(start), inflight, epoch, end, s.rand())
+	limit, changed := s.adaptive.record(end.Sub(start), inflight, epoch, end, s.rand)
 	var from int64
 	if changed {
 		from = s.limit.Swap(int64(limit))

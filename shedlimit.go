@@ -81,16 +81,17 @@ func (a *adaptiveLimit) start() int {
 }
 
 // record adds the latency of one admitted request, admitted in epoch with
-// inflight requests in flight (itself included), that ended at now; r is a
-// uniform random number in [0, 1), for the jitter of the probe interval. It
-// returns the limit in force, with changed true if it moved.
-func (a *adaptiveLimit) record(latency time.Duration, inflight int64, epoch uint64, now time.Time, r float64) (limit int, changed bool) {
+// inflight requests in flight (itself included), that ended at now; rand
+// returns a uniform random number in [0, 1), for the jitter of the probe
+// interval, and is called only when a probe ends. It returns the limit in
+// force, with changed true if it moved.
+func (a *adaptiveLimit) record(latency time.Duration, inflight int64, epoch uint64, now time.Time, rand func() float64) (limit int, changed bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	before := a.currentLocked()
 	switch {
 	case a.probing:
-		a.probe(latency, epoch, now, r)
+		a.probe(latency, epoch, now, rand)
 	case !now.Before(a.nextProbe):
 		// Time to measure the baseline again: drop to MinLimit, and count
 		// only the requests admitted from now on.
@@ -113,7 +114,7 @@ func (a *adaptiveLimit) record(latency time.Duration, inflight int64, epoch uint
 // probe adds a sample to a probe, and ends it after a window of samples
 // admitted during it: their mean latency is the new baseline. Requires that
 // mu is held.
-func (a *adaptiveLimit) probe(latency time.Duration, epoch uint64, now time.Time, r float64) {
+func (a *adaptiveLimit) probe(latency time.Duration, epoch uint64, now time.Time, rand func() float64) {
 	if epoch != a.epoch.Load() {
 		return // admitted before the probe, at a higher concurrency
 	}
@@ -128,7 +129,7 @@ func (a *adaptiveLimit) probe(latency time.Duration, epoch uint64, now time.Time
 	a.n, a.sum, a.peak = 0, 0, 0
 	// Probes of a fleet's servers should not fall together: the interval
 	// is drawn from [0.75, 1.25]·ProbeInterval.
-	a.nextProbe = now.Add(time.Duration(float64(a.interval) * (0.75 + 0.5*r)))
+	a.nextProbe = now.Add(time.Duration(float64(a.interval) * (0.75 + 0.5*rand())))
 }
 
 // update ends a window whose mean latency was mean, with at most peak
