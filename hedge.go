@@ -216,7 +216,7 @@ func (h *hedge) next() (bool, error) {
 // a body of its own and a context of its own, derived from the caller's.
 func (h *hedge) launch(l lease) error {
 	n := len(h.cancels) + 1
-	sent, err := h.body.request(n)
+	sent, err := h.t.attemptRequest(&h.body, n)
 	if err != nil {
 		l.end(h.s.budget, outNeutral, 0, 0)
 		return err

@@ -80,7 +80,12 @@ type Transport struct {
 
 	breakers *breakers // WithCircuitBreaker; nil: none
 
+	destinations *Destinations // WithDestinations; nil: none
+
 	obs *observer // hooks and logger (hooks.go, log.go); nil: none
+
+	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
+	errorOnGiveUp bool                      // WithErrorOnGiveUp
 
 	baseOnce sync.Once
 	base     http.RoundTripper
@@ -108,7 +113,8 @@ func New(options ...func(*Transport)) *Transport {
 // RoundTrip sends req, retrying as the transport's settings and req's
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
-// returned as the server sent it, for the caller to read and close. With
+// returned as the server sent it, for the caller to read and close (or, with
+// WithErrorOnGiveUp, closed and replaced by a *GiveUpError). With
 // hedging on (WithHedging), a request guessed idempotent may have several
 // attempts in flight at once; the first final answer is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -120,23 +126,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
-			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused)
+			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, -1)
 			return nil, refused
 		}
 	}
-	res, e, err := t.roundTrip(req)
+	s := t.settings(req) // once: one destination policy throughout
+	res, e, err := t.roundTrip(req, s)
 	t.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
 	}
-	t.observeStop(req, e, res, err)
+	if t.errorOnGiveUp {
+		res, err = giveUp(e, res, err) // giveup.go
+	}
+	t.observeStop(req, e, res, err, s.maxRetries)
 	return res, err
 }
 
 // roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
+func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
 	ctx := req.Context()
-	s := t.settings(ctx)
 	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
@@ -159,10 +168,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 	var waited time.Duration // parked so far
 	refundable := false      // this attempt retries a lost connection
 	for count := 1; ; count++ {
-		// 1. Send one attempt, with a body of its own. Its outcome goes to
-		// the destination's retry budget: a success refills it, and gives
-		// back the token of a retry after a lost connection.
-		sent, err := body.request(count)
+		// 1. Send one attempt, with a body of its own (for a retry, as the
+		// PrepareRetry hook rewrote it: prepare.go). A success refills
+		// the destination's retry budget, and gives back the token of a
+		// retry after a lost connection.
+		sent, err := t.attemptRequest(&body, count)
 		if err != nil {
 			l.end(s.budget, outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err

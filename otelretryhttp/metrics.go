@@ -2,7 +2,8 @@
 // OpenTelemetry: logical requests and their outcomes, attempts, retries by
 // cause, final failures, retry-budget refusals, parked retries and each
 // host's window, circuit states, the delays chosen before retries, the time
-// retries waited parked and the attempts per request.
+// retries waited parked and the attempts per request; and, with SpanEvents,
+// writes each request's retries onto its trace span.
 //
 // It lives in a module of its own so that the core module does not pull in
 // OpenTelemetry; it is built only on the core's public hooks

@@ -18,6 +18,8 @@
 //     second, time to recovery).
 //   - flaky: a host failing 30% of requests at random, whatever its load;
 //     what each policy spends in retries, and what it gets.
+//   - shed: a server that pays for the work it accepts and queues without
+//     limit, with and without retryhttp.LoadShedder in front (shed.go).
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
@@ -28,7 +30,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|metastable|flaky|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|metastable|flaky|shed|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -47,7 +49,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "metastable", "flaky"}
+var scenarios = []string{"herd", "chain", "overload", "metastable", "flaky", "shed"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -130,6 +132,7 @@ type results struct {
 	overload *overloadResult
 	meta     *metaResult
 	flaky    *flakyResult
+	shed     *shedResult
 	report   string // path of index.html
 }
 
@@ -193,6 +196,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.flaky = &r
 		add(flakySection(r, cfg))
+	}
+	if want("shed") {
+		r, err := runShed(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("shed: %w", err)
+		}
+		res.shed = &r
+		add(shedSection(r, cfg))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
