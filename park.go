@@ -17,6 +17,10 @@ import (
 // the bytes read, which are read again first.
 const maxParkedBody = 4 << 10
 
+// Parking runs on the real clock, as the budget does: WithClock governs
+// only the retry's delay (waited with the Clock) and the deadline check
+// before it.
+
 // awaitRetry gets the retry of attempt a under way, once the policy chose
 // it and its delay d. With a token of the destination's budget (or no
 // budget), it reports the retry, lets go of a's response and waits d.
@@ -49,9 +53,9 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	if h.withdraw() { // successes may have refilled the bucket meanwhile
 		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, 0)
 	}
-	start := t.clockNow()
+	start := time.Now()
 	l, why := t.park(ctx, b, h, a, until)
-	*waited += t.clockNow().Sub(start)
+	*waited += time.Now().Sub(start)
 	switch why {
 	case 0:
 		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
@@ -86,7 +90,7 @@ func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a A
 	if b.noParking || b.clock()-h.stats.lastOK.Load() > int64(b.maxWait) {
 		return time.Time{}, false
 	}
-	now := t.clockNow()
+	now := time.Now()
 	until := now.Add(d + b.maxWait - waited)
 	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
 		until = deadline.Add(-s.attemptTimeout)
@@ -139,7 +143,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 	}
 	h.step(b, b.clock(), input{ev: evPark, w: w})
 	h.mu.Unlock()
-	start := t.clockNow()
+	start := time.Now()
 	t.observePark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
 
 	var timer *time.Timer
@@ -154,19 +158,19 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		h.mu.Unlock()
 		switch state {
 		case waitReleased:
-			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: t.clockNow().Sub(start)}, h)
+			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Now().Sub(start)}, h)
 			return lease{host: h, seq: w.seq, held: true}, 0
 		case waitFailed:
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: t.clockNow().Sub(start), Reason: StopCircuitOpen}, h)
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Now().Sub(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
 		}
 		// The bound of the request, or the host's: no success for MaxWait.
-		sleep := min(until.Sub(t.clockNow()), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
+		sleep := min(until.Sub(time.Now()), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
 		if sleep <= 0 {
 			if _, released := t.leave(b, h, w); released {
 				continue // released as it gave up: take the slot
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: t.clockNow().Sub(start), Reason: StopBudgetRefused}, h)
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Now().Sub(start), Reason: StopBudgetRefused}, h)
 			return lease{}, StopBudgetRefused
 		}
 		if first {
@@ -187,7 +191,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			if l, ok := t.leave(b, h, w); ok {
 				l.end(b, outNeutral, 0, 0)
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: t.clockNow().Sub(start), Reason: StopCanceled}, h)
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Now().Sub(start), Reason: StopCanceled}, h)
 			return lease{}, StopCanceled
 		}
 	}
@@ -202,14 +206,6 @@ func (t *Transport) leave(b *RetryBudget, h *hostState, w *waiter) (lease, bool)
 		h.step(b, b.clock(), input{ev: evLeave, w: w})
 	}
 	return lease{host: h, seq: w.seq, held: true}, w.state == waitReleased
-}
-
-// clockNow returns the time, from the seam if a test set one.
-func (t *Transport) clockNow() time.Time {
-	if t.now != nil {
-		return t.now()
-	}
-	return time.Now()
 }
 
 // waitState is where a parked retry stands.
