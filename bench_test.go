@@ -144,25 +144,34 @@ func bytesPerRun(runs int, f func()) uint64 {
 	return (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
 }
 
+// writeWatchAllocs is what watching the writes of a request not guessed
+// idempotent costs, per attempt, through a base transport other than
+// *http.Transport (idempotency.go): a trace, its callback, the context that
+// carries it and the request copy with that context.
+const writeWatchAllocs = 4
+
 // TestHappyPathAddsNoAllocs checks that on the happy path (200 on the first
 // attempt) the transport allocates nothing beyond what the base transport
 // does: not for a GET, and no copy of a 64 KiB body that has GetBody. A POST
 // without an idempotency key is measured with key injection off, since an
-// injected key needs a copy of the request and its header.
+// injected key needs a copy of the request and its header; through this
+// in-memory base, which the transport cannot know not to replay requests by
+// itself, it costs the write watch and nothing else.
 func TestHappyPathAddsNoAllocs(t *testing.T) {
 	const url = "http://example.test/"
 	bare := memTransport{}
 	ours := retryhttp.New(retryhttp.WithTransport(memTransport{}))
 	noKeys := retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(false))
 	tests := []struct {
-		name string
-		ours *retryhttp.Transport
-		give func(string) (*http.Request, error)
+		name  string
+		ours  *retryhttp.Transport
+		give  func(string) (*http.Request, error)
+		extra float64 // allocations added on purpose
 	}{
-		{"GET", ours, newGET},
-		{"POST64KiB with key", ours, newPOSTWithKey},
-		{"POST64KiB keys off", noKeys, newPOST},
-		{"GET keys off", noKeys, newGET},
+		{"GET", ours, newGET, 0},
+		{"POST64KiB with key", ours, newPOSTWithKey, 0},
+		{"POST64KiB keys off", noKeys, newPOST, writeWatchAllocs},
+		{"GET keys off", noKeys, newGET, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,11 +179,11 @@ func TestHappyPathAddsNoAllocs(t *testing.T) {
 			bareAllocs := testing.AllocsPerRun(100, mustRoundTrip(bare, url, tt.give))
 			ourAllocs := testing.AllocsPerRun(100, mustRoundTrip(tt.ours, url, tt.give))
 			assert.Positive(t, bareAllocs) // the measure works
-			assert.Equal(t, bareAllocs, ourAllocs, "allocations per request: bare %v, retryhttp %v", bareAllocs, ourAllocs)
+			assert.Equal(t, bareAllocs+tt.extra, ourAllocs, "allocations per request: bare %v, retryhttp %v", bareAllocs, ourAllocs)
 
 			bareBytes := bytesPerRun(100, mustRoundTrip(bare, url, tt.give))
 			ourBytes := bytesPerRun(100, mustRoundTrip(tt.ours, url, tt.give))
-			assert.Less(t, ourBytes, bareBytes+256, "bytes per request: bare %d, retryhttp %d", bareBytes, ourBytes)
+			assert.Less(t, ourBytes, bareBytes+256+uint64(tt.extra)*256, "bytes per request: bare %d, retryhttp %d", bareBytes, ourBytes)
 		})
 	}
 }
@@ -190,7 +199,7 @@ func TestHappyPathDoesNotCopyBody(t *testing.T) {
 
 	bareAllocs := testing.AllocsPerRun(100, mustRoundTrip(bare, url, newPOST))
 	ourAllocs := testing.AllocsPerRun(100, mustRoundTrip(ours, url, newPOST))
-	assert.LessOrEqual(t, ourAllocs, bareAllocs+8, "allocations per request: bare %v, retryhttp %v", bareAllocs, ourAllocs)
+	assert.LessOrEqual(t, ourAllocs, bareAllocs+8+writeWatchAllocs, "allocations per request: bare %v, retryhttp %v", bareAllocs, ourAllocs)
 
 	bareBytes := bytesPerRun(100, mustRoundTrip(bare, url, newPOST))
 	ourBytes := bytesPerRun(100, mustRoundTrip(ours, url, newPOST))

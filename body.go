@@ -94,7 +94,7 @@ func (r *replay) request(n int) (*http.Request, error) {
 // that carries no such header, the usual case, is returned as it is.
 func (r *replay) number(req *http.Request, n int) *http.Request {
 	if n == 1 {
-		if _, ok := req.Header[AttemptHeader]; !ok {
+		if _, ok := lookupHeader(req.Header, AttemptHeader); !ok {
 			return req
 		}
 	}
@@ -107,9 +107,10 @@ func (r *replay) number(req *http.Request, n int) *http.Request {
 	if req.Header == nil {
 		req.Header = make(http.Header, 1)
 	}
-	if n == 1 {
-		delete(req.Header, AttemptHeader)
-	} else {
+	// The caller's own, under any case of its name (h["retry-attempt"]),
+	// would be sent beside ours.
+	deleteHeader(req.Header, AttemptHeader)
+	if n > 1 {
 		req.Header[AttemptHeader] = []string{strconv.Itoa(n)}
 	}
 	return req

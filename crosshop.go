@@ -78,10 +78,11 @@ func AttemptFromRequest(r *http.Request) int {
 	return n
 }
 
-// HasRetrySignal reports whether h carries RetrySignalHeader with the token
-// RetrySignalNoRetry. It does not allocate.
+// HasRetrySignal reports whether h carries RetrySignalHeader, under any case
+// of its name, with the token RetrySignalNoRetry. It does not allocate.
 func HasRetrySignal(h http.Header) bool {
-	for _, v := range h[RetrySignalHeader] {
+	vs, _ := lookupHeader(h, RetrySignalHeader) // a handler may set it as h["retry-pushback"]
+	for _, v := range vs {
 		for v != "" {
 			var token string
 			token, v, _ = strings.Cut(v, ",")

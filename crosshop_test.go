@@ -42,6 +42,11 @@ func TestHasRetrySignal(t *testing.T) {
 				h.Add(retryhttp.RetrySignalHeader, v)
 			}
 			assert.Equal(t, tt.want, retryhttp.HasRetrySignal(h))
+			lower := http.Header{}
+			if tt.give != nil {
+				lower["retry-pushback"] = tt.give
+			}
+			assert.Equal(t, tt.want, retryhttp.HasRetrySignal(lower), "under a lower-case name")
 		})
 	}
 }
@@ -162,17 +167,20 @@ func (a *attemptHeaders) get() []string {
 
 func TestAttemptHeader(t *testing.T) {
 	tests := []struct {
-		name    string
-		opts    []retryhttp.Option
-		method  string
-		body    io.Reader
-		inbound string // AttemptHeader on the caller's request, if any
-		want    []string
+		name       string
+		opts       []retryhttp.Option
+		method     string
+		body       io.Reader
+		inbound    string // AttemptHeader on the caller's request, if any
+		inboundRaw string // the map key it is set under, if not canonical
+		want       []string
 	}{
 		{name: "GET", method: "GET", want: []string{"-", "2", "3", "4"}},
 		{name: "POST with GetBody", method: "POST", body: strings.NewReader("x"), want: []string{"-", "2", "3", "4"}},
 		{name: "POST buffered", method: "POST", body: &closeBody{Reader: strings.NewReader("x")}, want: []string{"-", "2", "3", "4"}},
 		{name: "copied from an inbound request", method: "GET", inbound: "3", want: []string{"-", "2", "3", "4"}},
+		{name: "the caller's under a lower-case name", method: "GET", inboundRaw: "retry-attempt", inbound: "3", want: []string{"-", "2", "3", "4"}},
+		{name: "the caller's under a mixed-case name", method: "POST", body: strings.NewReader("x"), inboundRaw: "RETRY-attempt", inbound: "7", want: []string{"-", "2", "3", "4"}},
 		{name: "off", method: "GET", opts: []retryhttp.Option{retryhttp.WithAttemptHeader(false)}, want: []string{"-", "-", "-", "-"}},
 		{name: "off, the caller's kept", method: "GET", inbound: "3", opts: []retryhttp.Option{retryhttp.WithAttemptHeader(false)}, want: []string{"3", "3", "3", "3"}},
 	}
@@ -184,7 +192,10 @@ func TestAttemptHeader(t *testing.T) {
 			c := &http.Client{Transport: newTransport(t, opts...)}
 			req, err := http.NewRequest(tt.method, srv.URL, tt.body)
 			require.NoError(t, err)
-			if tt.inbound != "" {
+			switch {
+			case tt.inboundRaw != "":
+				req.Header[tt.inboundRaw] = []string{tt.inbound}
+			case tt.inbound != "":
 				req.Header.Set(retryhttp.AttemptHeader, tt.inbound)
 			}
 			before := req.Header.Clone()
@@ -223,6 +234,7 @@ type frontendCase struct {
 	backends []string // kinds of backend the handler calls, in parallel
 	status   int      // the handler's own status
 	preset   bool     // the handler sets the signal itself
+	presetAs string   // the map key it sets it under, if not canonical
 	excluded bool     // the calls are sent with ExcludeFromPushback
 	want     bool     // the response carries the signal
 }
@@ -254,6 +266,7 @@ func TestPushbackRule(t *testing.T) {
 		{name: "excluded side call gave up, failed", backends: []string{"dead"}, excluded: true, status: 503, want: false},
 		{name: "set by the handler", status: 503, preset: true, want: true},
 		{name: "set by the handler, gave up too", backends: []string{"dead"}, status: 503, preset: true, want: true},
+		{name: "set by the handler in lower case, gave up too", backends: []string{"dead"}, status: 503, preset: true, presetAs: "retry-pushback", want: true},
 	}
 	tr := newTransport(t, noDelay)
 	for _, tt := range tests {
@@ -295,7 +308,10 @@ func frontend(t *testing.T, tr http.RoundTripper, urls map[string]string, tt fro
 			}()
 		}
 		wg.Wait()
-		if tt.preset {
+		switch {
+		case tt.presetAs != "":
+			w.Header()[tt.presetAs] = []string{retryhttp.RetrySignalNoRetry}
+		case tt.preset:
 			w.Header().Set(retryhttp.RetrySignalHeader, retryhttp.RetrySignalNoRetry)
 		}
 		w.WriteHeader(tt.status)

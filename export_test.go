@@ -127,3 +127,6 @@ func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req
 
 // DepositFor exposes the budget's deposit, for benchmarks.
 func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }
+
+// RedactURLsIn exposes the redaction of URLs quoted in error messages.
+func RedactURLsIn(msg string) string { return redactURLsIn(msg) }

@@ -51,11 +51,7 @@ func (s *settings) hedges(req *http.Request, injected bool, body *replay) bool {
 	if s.hedgeDelay <= 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
 		return false
 	}
-	return defaultRetryPolicy.idempotent(Attempt{
-		Req:                    req,
-		IdempotencyKeyInjected: injected,
-		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-	})
+	return s.guessIdempotent(req, injected)
 }
 
 // allow reports whether one more attempt of the hedged request may be sent:
@@ -95,7 +91,7 @@ type hedge struct {
 }
 
 // roundTripHedged sends req's attempts in parallel as WithHedging describes.
-func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay, injected bool) (*http.Response, ending, error) {
+func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s settings, body replay, injected bool) (*http.Response, ending, error) {
 	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
 	h := &hedge{t: t, s: s, body: body, injected: injected, ctx: ctx,
 		results: make(chan outcome)}
@@ -105,7 +101,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay
 	timer := time.NewTimer(s.hedgeDelay)
 	defer timer.Stop()
 	for {
-		sent := len(h.cancels)
+		sent, inFlight := len(h.cancels), h.inFlight
 		select {
 		case <-ctx.Done():
 			// 1. The caller gave up: end every attempt.
@@ -118,7 +114,9 @@ func (t *Transport) roundTripHedged(ctx context.Context, s settings, body replay
 					return nil, ending{StopError, len(h.cancels)}, h.abort(err)
 				}
 				if launched {
-					h.t.observeRetry(Attempt{Count: sent, Req: h.body.req}, s.maxRetries, s.hedgeDelay, true)
+					// As documented for Decision: the attempts in flight
+					// and the caller's request.
+					h.t.observeRetry(Attempt{Count: inFlight, Req: caller}, s.maxRetries, s.hedgeDelay, true)
 				}
 			}
 		case o := <-h.results:
@@ -148,7 +146,7 @@ func (h *hedge) final(o *outcome) bool {
 		return true
 	}
 	if !h.s.shouldRetry(a) {
-		h.why = settled(h.ctx, o.res, o.err)
+		h.why = settled(o.req, o.res, o.err)
 		return true
 	}
 	launched, err := h.next()

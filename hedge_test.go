@@ -657,3 +657,42 @@ func TestHedgeSpendsRetryBudget(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, map[string]int{"0": 2, "1": 2, "2": 1}, seen)
 }
+
+// Regression: the decision reported for a hedge carries, as Decision
+// documents, the caller's request (not the transport's keyed copy) and the
+// number of attempts in flight (not the number sent: a failed attempt was
+// replaced before the hedge).
+func TestHedgeDecisionReportsCallerRequestAndInFlight(t *testing.T) {
+	hs := newHedgeServer(t, func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch n {
+		case 1:
+			w.WriteHeader(http.StatusServiceUnavailable) // replaced at once
+		case 2:
+			hs.hold(n, r, 10*time.Second) // slow: hedged
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	})
+	var mu sync.Mutex
+	var hedges []retryhttp.Decision
+	_, tr := newHedgeClient(t, retryhttp.WithHedging(30*time.Millisecond, 2), retryhttp.WithIdempotencyKeysHonored(true),
+		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+			if d.Hedge {
+				mu.Lock()
+				hedges = append(hedges, d)
+				mu.Unlock()
+			}
+		}))
+	req, err := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader("x"))
+	require.NoError(t, err)
+
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", readAll(t, res))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, hedges, 1)
+	assert.Same(t, req, hedges[0].Attempt.Req, "the caller's request")
+	assert.Equal(t, 1, hedges[0].Attempt.Count, "one attempt in flight when the hedge was sent")
+}

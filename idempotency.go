@@ -2,8 +2,12 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 )
@@ -22,7 +26,13 @@ const DefaultIdempotencyKeyHeader = "Idempotency-Key"
 //
 // An injected key does not by itself make the request count as idempotent for
 // the retry decision, since the transport cannot know whether the server
-// honours keys; see WithIdempotencyKeysHonored.
+// honours keys; see WithIdempotencyKeysHonored. Nor does it for net/http: a
+// key not known to be honoured is stored in the header map under its
+// lower-case name ("idempotency-key"), which net/http's own replay of
+// requests carrying a key does not see, so that a POST is never re-sent
+// below the transport on its account (docs/idempotency.md). Servers read the
+// same header: names are case-insensitive. Read the key of a request as sent
+// with IdempotencyKey, not Header.Get.
 func WithIdempotencyKeys(enabled bool) Option {
 	return func(t *Transport) { t.noIdempotencyKeys = !enabled }
 }
@@ -85,8 +95,93 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 	if r.Header == nil {
 		r.Header = make(http.Header, 1)
 	}
-	r.Header.Set(s.idempotencyKeyHeader, key.String())
+	if s.idempotencyKeysHonored {
+		r.Header.Set(s.idempotencyKeyHeader, key.String())
+	} else {
+		// Not under the canonical name: net/http replays a request that
+		// carries Idempotency-Key or X-Idempotency-Key, exactly so spelled
+		// in the map, on a new connection when a reused one dies after
+		// sending it; a key the server may not honour must not license
+		// that. Header names are case-insensitive (RFC 9110 §5.1); HTTP/2
+		// sends them in lower case anyway.
+		r.Header[strings.ToLower(s.idempotencyKeyHeader)] = []string{key.String()}
+	}
 	return &r, true, nil
+}
+
+// guessIdempotent reports whether sending req twice is guessed harmless by
+// the default rules (see DefaultShouldRetryFn): its method is idempotent, or
+// it carries the caller's key, or one the transport injected for servers
+// known to honour keys. injected says whether req's key was injected.
+func (s *settings) guessIdempotent(req *http.Request, injected bool) bool {
+	return defaultRetryPolicy.idempotent(Attempt{
+		Req:                    req,
+		IdempotencyKeyInjected: injected,
+		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
+	})
+}
+
+// A dial error proves that a request never left the client only if nothing
+// below the transport sent it first. net/http, and any base transport, may
+// replay a request by itself on a new connection after a reused one died
+// with the request written, and then return only the replay's error: a
+// refused connection, say, while the server acted on the first send. So
+// attempts of requests that only such proof would let the transport retry
+// (those not guessed idempotent) are watched: if their request was written
+// to a connection, a dial or DNS error that ends them is marked
+// (errWrittenFirst), and DefaultShouldRetryFn treats it as a failure after
+// the request may have reached the server.
+
+// baseReplaysOnlyUnsent reports whether the base transport is known to
+// replay a request not guessed idempotent only when it did not send it: a
+// *http.Transport replays a request after writing it only if the request
+// is a GET, HEAD, OPTIONS or TRACE, or carries a key under its canonical
+// name, which injected keys are not given (withIdempotencyKey), and a
+// caller's key makes the request guessed idempotent. Other base transports
+// are watched.
+func (t *Transport) baseReplaysOnlyUnsent() bool {
+	_, ok := t.baseTransport().(*http.Transport)
+	return ok
+}
+
+// writeWatch records whether an attempt's request headers were written to
+// a connection, by any send of that attempt.
+type writeWatch struct {
+	trace httptrace.ClientTrace
+	wrote atomic.Bool
+}
+
+// watchWrites returns req with a context that reports its writes to the
+// returned watch; the caller's own ClientTrace, if any, still runs.
+func watchWrites(req *http.Request) (*http.Request, *writeWatch) {
+	w := &writeWatch{}
+	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace)), w
+}
+
+// mark returns err, marked if the request had been written before it.
+func (w *writeWatch) mark(err error) error {
+	if w == nil || err == nil || !w.wrote.Load() || !(IsDNSErr(err) || isDialErr(err)) {
+		return err
+	}
+	return errWrittenFirst{err}
+}
+
+// errWrittenFirst is a dial or DNS error met after the attempt's request
+// had been written to a connection: by a replay below the transport, so the
+// request may have been processed. It unwraps to the error.
+type errWrittenFirst struct{ error }
+
+func (e errWrittenFirst) Error() string {
+	return "retryhttp: request sent, then resent by a lower layer, which failed (the request may have been processed): " + e.error.Error()
+}
+
+func (e errWrittenFirst) Unwrap() error { return e.error }
+
+// writtenFirst reports whether err is marked by errWrittenFirst.
+func writtenFirst(err error) bool {
+	var w errWrittenFirst
+	return errors.As(err, &w)
 }
 
 // carriesKey reports whether the caller put a key on h, under either usual
@@ -99,4 +194,22 @@ func carriesKey(h http.Header, name string) bool {
 		}
 	}
 	return false
+}
+
+// IdempotencyKey returns the idempotency key that req carries under
+// Idempotency-Key or X-Idempotency-Key, in any case of the header's name,
+// or "" if it carries none: the caller's key, or, on the request as sent (an
+// Attempt's Req), the key the transport injected. Header.Get does not find an
+// injected key, which is stored under the lower-case name (see
+// WithIdempotencyKeys).
+func IdempotencyKey(req *http.Request) string {
+	if req == nil {
+		return ""
+	}
+	for _, name := range [...]string{"Idempotency-Key", "X-Idempotency-Key"} {
+		if v, ok := lookupHeader(req.Header, name); ok && len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+	}
+	return ""
 }

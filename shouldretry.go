@@ -98,7 +98,7 @@ type retryPolicy struct {
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {
 	// The caller gave up: nobody is waiting for a retry.
-	if a.Req != nil && a.Req.Context().Err() != nil {
+	if callerGone(a.Req) {
 		return false
 	}
 	if a.Err != nil {
@@ -111,9 +111,10 @@ func (p retryPolicy) shouldRetry(a Attempt) bool {
 }
 
 func (p retryPolicy) shouldRetryErr(a Attempt) bool {
-	// The request never reached a server: always safe to send again.
+	// The request never reached a server: always safe to send again;
+	// unless a layer below had sent it before it failed to connect again.
 	if IsDNSErr(a.Err) || isDialErr(a.Err) {
-		return true
+		return !writtenFirst(a.Err) || p.idempotent(a)
 	}
 	// The request may have reached the server: only if sending it twice is
 	// harmless.
@@ -195,11 +196,21 @@ func lookupHeader(h http.Header, canonical string) ([]string, bool) {
 		return v, true
 	}
 	for k, v := range h {
-		if strings.EqualFold(k, canonical) {
+		if len(k) == len(canonical) && strings.EqualFold(k, canonical) {
 			return v, true
 		}
 	}
 	return nil, false
+}
+
+// deleteHeader removes the header canonical, which must be in canonical
+// form, from h under every case of its name.
+func deleteHeader(h http.Header, canonical string) {
+	for k := range h {
+		if len(k) == len(canonical) && strings.EqualFold(k, canonical) {
+			delete(h, k)
+		}
+	}
 }
 
 // IsDNSErr reports whether err is, or wraps, a *net.DNSError: the name of the
@@ -238,6 +249,34 @@ func anyInTree(err error, match func(error) bool) bool {
 			if anyInTree(inner, match) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// anyLeaf reports whether match holds for a leaf of err's tree: an error
+// that wraps no other. Messages are matched on leaves only: a wrapper's
+// message repeats those below it, so matching every node's message costs
+// time cubic in the depth of the tree (every Error call rebuilds the text
+// below it).
+func anyLeaf(err error, match func(error) bool) bool {
+	for err != nil {
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			inner := e.Unwrap()
+			if inner == nil {
+				return match(err)
+			}
+			err = inner
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if anyLeaf(inner, match) {
+					return true
+				}
+			}
+			return false
+		default:
+			return match(err)
 		}
 	}
 	return false
@@ -292,7 +331,7 @@ const errServerClosedIdleText = "http: server closed idle connection"
 // isServerClosedIdle reports whether err, or an error it wraps, is net/http's
 // "server closed idle connection".
 func isServerClosedIdle(err error) bool {
-	return anyInTree(err, func(e error) bool { return e.Error() == errServerClosedIdleText })
+	return anyLeaf(err, func(e error) bool { return e.Error() == errServerClosedIdleText })
 }
 
 // http2StreamError has the fields of net/http's HTTP/2 stream error, an
@@ -322,14 +361,14 @@ func isHTTP2StreamReset(err error) bool {
 // ("http2: server sent GOAWAY and closed the connection; LastStreamID=…"), the
 // same as that of golang.org/x/net/http2.GoAwayError. The type is unexported
 // and, unlike the stream error, has no As method: its message is all there is
-// to match, so only that fixed prefix is matched, at the start of an error's
-// own message.
+// to match, so only that fixed prefix is matched, at the start of the
+// message of an error that wraps no other.
 const http2GoAwayPrefix = "http2: server sent GOAWAY and closed the connection"
 
 // isHTTP2GoAway reports whether err, or an error it wraps, is the error of a
 // request in flight on a connection the server closed after a GOAWAY.
 func isHTTP2GoAway(err error) bool {
-	return anyInTree(err, func(e error) bool {
+	return anyLeaf(err, func(e error) bool {
 		return strings.HasPrefix(e.Error(), http2GoAwayPrefix)
 	})
 }

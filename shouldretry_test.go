@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -472,4 +474,41 @@ func TestIsTimeoutErrLooksThroughNonTimeoutWrappers(t *testing.T) {
 	require.False(t, retryhttp.IsTimeoutErr(notTimeout))
 	require.True(t, retryhttp.IsTimeoutErr(errors.Join(notTimeout, os.ErrDeadlineExceeded)))
 	require.True(t, retryhttp.IsTimeoutErr(&net.OpError{Op: "read", Err: fmt.Errorf("x: %w", os.ErrDeadlineExceeded)}))
+}
+
+// countingErr counts the calls of its Error method.
+type countingErr struct {
+	msg   string
+	calls *atomic.Int64
+}
+
+func (e countingErr) Error() string { e.calls.Add(1); return e.msg }
+
+// Regression: the decision on an error wrapped thousands of times took time
+// cubic in the depth (fuzzing found 2,000 levels taking about a minute),
+// since messages were matched at every node and each message rebuilds those
+// below it. Messages are now matched on leaves only: the leaf's Error is
+// called a bounded number of times, and no wrapper's at all.
+func TestShouldRetryDeepErrorLinear(t *testing.T) {
+	for _, depth := range []int{10, 2000} {
+		var leafCalls, wrapperCalls atomic.Int64
+		var err error = countingErr{"other", &leafCalls}
+		for i := range depth {
+			switch i % 4 {
+			case 0:
+				err = fmt.Errorf("context: %w", err)
+			case 1:
+				err = &url.Error{Op: "Get", URL: "http://x/", Err: err}
+			case 2:
+				err = &net.OpError{Op: "read", Net: "tcp", Err: err}
+			default:
+				err = errors.Join(countingErr{"noise", &wrapperCalls}, err)
+			}
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+		assert.False(t, retryhttp.DefaultShouldRetryFn(retryhttp.Attempt{Count: 1, Req: req, Err: err}))
+		assert.LessOrEqual(t, leafCalls.Load(), int64(4), "depth %d: the leaf's message is read a few times", depth)
+		assert.LessOrEqual(t, wrapperCalls.Load(), int64(4*depth/4+4), "depth %d: each side leaf a few times", depth)
+		assert.False(t, retryhttp.IsTimeoutErr(err))
+	}
 }

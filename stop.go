@@ -1,8 +1,8 @@
 package retryhttp
 
 import (
-	"context"
 	"net/http"
+	"time"
 )
 
 // StopReason says why the transport stopped sending attempts of a request:
@@ -87,13 +87,42 @@ type ending struct {
 	attempts int
 }
 
-// settled is the reason for an outcome the ShouldRetryFn did not retry.
-func settled(ctx context.Context, res *http.Response, err error) StopReason {
+// settled is the reason for an outcome the ShouldRetryFn did not retry,
+// of an attempt that sent req.
+func settled(req *http.Request, res *http.Response, err error) StopReason {
 	switch {
 	case err == nil && res != nil && res.StatusCode < 400:
 		return StopSuccess
-	case ctx.Err() != nil:
+	case callerGone(req):
 		return StopCanceled
 	}
 	return StopNotRetryable
+}
+
+// callerGone reports whether the caller of req gave up on it: its context
+// is done, or past its deadline, or its Cancel channel is closed. The last
+// two matter an instant before the context says so: http.Client.Timeout,
+// for a transport it does not know (this one), both sets a deadline on the
+// context and closes Request.Cancel from a timer of its own, and either may
+// end an attempt first.
+func callerGone(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
+	ctx := req.Context()
+	if ctx.Err() != nil {
+		return true
+	}
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return true
+	}
+	//lint:ignore SA1019 http.Client.Timeout still sets it.
+	if cancel := req.Cancel; cancel != nil {
+		select {
+		case <-cancel:
+			return true
+		default:
+		}
+	}
+	return false
 }

@@ -145,6 +145,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
 	ctx := req.Context()
 	s := t.settings(ctx)
+	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		closeBody(req)
@@ -155,8 +156,13 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(req, injected, &body) {
-		return t.roundTripHedged(ctx, s, body, injected)
+		return t.roundTripHedged(ctx, caller, s, body, injected)
 	}
+	// Watch the writes of requests that only a proof of never having left
+	// could make retryable, unless the base transport is known not to
+	// replay them (idempotency.go).
+	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
+		!s.guessIdempotent(req, injected)
 	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own. A success refills
@@ -166,7 +172,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}
+		var w *writeWatch
+		if watch {
+			sent, w = watchWrites(sent)
+		}
 		res, err := t.send(sent, s.attemptTimeout)
+		err = w.mark(err)
 		s.budget.deposit(sent, res)
 		if refundable {
 			s.budget.refund(sent, res)
@@ -186,10 +197,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		// 2. Ask the policy, unless the request cannot be sent again (no
 		// retries configured, or a body that cannot be replayed).
 		if s.maxRetries == 0 || !body.replayable() {
-			return res, ending{settled(ctx, res, err), count}, err
+			return res, ending{settled(sent, res, err), count}, err
 		}
 		if !s.shouldRetry(a) {
-			return res, ending{settled(ctx, res, err), count}, err
+			return res, ending{settled(sent, res, err), count}, err
 		}
 
 		// 3. Out of retries: the last response as it is, or the last error

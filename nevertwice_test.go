@@ -1,0 +1,369 @@
+package retryhttp_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Never twice: a request the transport would not retry is sent at most once
+// by the layers below it (issue 11). The sequence that broke it, seen behind
+// haproxy and reproduced here on loopback: a request on a reused keep-alive
+// connection reaches a server that acts on it and dies before answering.
+// net/http replays a request it deems replayable on a new connection (a GET,
+// or any request carrying Idempotency-Key), then returns only the replay's
+// outcome.
+
+// dyingServer is an HTTP/1.1 server on a raw listener. Request 1 warms a
+// keep-alive connection up; request 2, the one under test, is acted on, and
+// then the server dies without answering: it closes the connection and,
+// with refuse, its listener, so that the port refuses connections until
+// restart. Every request after the warm-up counts as a side effect.
+type dyingServer struct {
+	addr    string
+	refuse  bool
+	effects atomic.Int64
+	n       atomic.Int64
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newDyingServer(t *testing.T, refuse bool) *dyingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &dyingServer{addr: ln.Addr().String(), refuse: refuse, conns: map[net.Conn]struct{}{}}
+	s.serve(ln)
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *dyingServer) url() string { return "http://" + s.addr }
+
+func (s *dyingServer) serve(ln net.Listener) {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go s.serveConn(c)
+		}
+	}()
+}
+
+func (s *dyingServer) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			return
+		}
+		n := s.n.Add(1)
+		if n > 1 {
+			s.effects.Add(1) // the work is done
+		}
+		if n == 2 {
+			// Die before answering.
+			if s.refuse {
+				s.mu.Lock()
+				s.ln.Close()
+				s.mu.Unlock()
+			}
+			return
+		}
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+			return
+		}
+	}
+}
+
+// restart listens again on the same port, as a restarted server does.
+func (s *dyingServer) restart(t *testing.T) {
+	ln, err := net.Listen("tcp", s.addr)
+	require.NoError(t, err)
+	s.serve(ln)
+}
+
+func (s *dyingServer) close() {
+	s.mu.Lock()
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// neverTwiceKinds are the requests of the never-twice probe, with the side
+// effects each may cause when its first send is acted on and lost.
+var neverTwiceKinds = []struct {
+	name    string
+	method  string
+	body    string
+	header  http.Header
+	options []retryhttp.Option
+	// want is the side effects allowed: 1 for a request the transport
+	// would not retry, 2 where a second run is licensed (an idempotent
+	// method, a caller's key, keys known to be honoured).
+	want int64
+}{
+	{name: "POST, injected key", method: http.MethodPost, body: "charge", want: 1},
+	{name: "POST without body, injected key", method: http.MethodPost, want: 1},
+	{name: "POST, injected X-Idempotency-Key", method: http.MethodPost, body: "charge", want: 1,
+		options: []retryhttp.Option{retryhttp.WithIdempotencyKeyHeader("X-Idempotency-Key")}},
+	{name: "PATCH, injected key, retries off", method: http.MethodPatch, body: "charge", want: 1,
+		options: []retryhttp.Option{retryhttp.WithMaxRetries(0)}},
+	{name: "POST, keys off", method: http.MethodPost, body: "charge", want: 1,
+		options: []retryhttp.Option{retryhttp.WithIdempotencyKeys(false)}},
+	{name: "POST, caller's key", method: http.MethodPost, body: "charge", want: 2,
+		header: http.Header{"Idempotency-Key": {"caller-key"}}},
+	{name: "POST, injected key honoured", method: http.MethodPost, body: "charge", want: 2,
+		options: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)}},
+	{name: "GET", method: http.MethodGet, want: 2},
+}
+
+// TestNeverTwiceServerDiesThenRefuses: the server acts on the request and
+// dies; the port refuses connections (net/http's replay, if any, fails to
+// dial); then a restarted server answers (the transport's retry, if any,
+// reaches it). A POST the transport would not retry runs once.
+func TestNeverTwiceServerDiesThenRefuses(t *testing.T) {
+	for _, k := range neverTwiceKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv := newDyingServer(t, true)
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base),
+				retryhttp.WithRetryBudget(nil)}, k.options...)...)
+			restarted := false
+			retryhttp.SetSleep(tr, func(ctx context.Context, d time.Duration) error {
+				if !restarted { // the refusing window ends during the wait
+					restarted = true
+					srv.restart(t)
+				}
+				return ctx.Err()
+			})
+			warm(t, tr, srv.url())
+
+			res, err := tr.RoundTrip(neverTwiceRequest(t, k.method, srv.url(), k.body, k.header))
+			if err == nil {
+				readAll(t, res)
+			}
+			assert.Equal(t, k.want, srv.effects.Load(), "side effects at the server (err %v)", err)
+			if k.want == 1 {
+				require.Error(t, err, "the caller learns the request failed")
+				assert.NotErrorIs(t, err, syscall.ECONNREFUSED, "a refused replay must not be reported as the request's fate")
+			}
+		})
+	}
+}
+
+// TestNeverTwiceServerDiesThenAnswers: the server acts on the request and
+// dies, and another answers at once on the same port (a backend restarted
+// behind a proxy). Only net/http's own replay could send the request again.
+func TestNeverTwiceServerDiesThenAnswers(t *testing.T) {
+	for _, k := range neverTwiceKinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv := newDyingServer(t, false)
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base),
+				retryhttp.WithRetryBudget(nil)}, k.options...)...)
+			retryhttp.SetSleep(tr, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+			warm(t, tr, srv.url())
+
+			res, err := tr.RoundTrip(neverTwiceRequest(t, k.method, srv.url(), k.body, k.header))
+			if err == nil {
+				readAll(t, res)
+			}
+			assert.Equal(t, k.want, srv.effects.Load(), "side effects at the server (err %v)", err)
+			if k.want == 1 {
+				assert.Error(t, err, "the caller learns the request failed")
+			}
+		})
+	}
+}
+
+// warm makes the keep-alive connection that the request under test reuses.
+func warm(t *testing.T, tr http.RoundTripper, url string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/warm", nil)
+	require.NoError(t, err)
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", readAll(t, res))
+}
+
+func neverTwiceRequest(t *testing.T, method, url, body string, h http.Header) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body) // GetBody set: net/http could replay it
+	}
+	req, err := http.NewRequest(method, url+"/act", r)
+	require.NoError(t, err)
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	return req
+}
+
+// replayingBase stands for any layer below the transport that re-sends a
+// request by itself: it sends the request once on a real connection (the
+// server acts and closes it), then "replays" it to a port that refuses, and
+// returns only the replay's dial error, as net/http does.
+type replayingBase struct {
+	real    *http.Transport
+	refused string
+}
+
+func (b replayingBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := b.real.RoundTrip(req)
+	if err == nil {
+		return res, nil
+	}
+	var d net.Dialer
+	c, dialErr := d.DialContext(req.Context(), "tcp", b.refused)
+	if dialErr == nil {
+		c.Close()
+		return nil, err
+	}
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: dialErr}
+}
+
+// TestDialErrorAfterWriteIsNoProof: a dial error is proof that a request
+// never left only if nothing below sent it first. Whatever base transport
+// replays a written POST and fails to dial, the transport does not retry it.
+func TestDialErrorAfterWriteIsNoProof(t *testing.T) {
+	srv := newRawServer(t, func(n int64) reply { return replyReset })
+	real := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(real.CloseIdleConnections)
+	tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
+		retryhttp.WithRetryBudget(nil))
+	retryhttp.SetSleep(tr, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+
+	_, err := tr.RoundTrip(neverTwiceRequest(t, http.MethodPost, srv.url(), "charge", nil))
+	require.Error(t, err)
+	assert.Equal(t, int64(1), srv.requests.Load(), "the POST was written once and is not retried")
+
+	// A GET written the same way is retried: it is idempotent.
+	srv2 := newRawServer(t, func(n int64) reply { return replyReset })
+	tr2 := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
+		retryhttp.WithRetryBudget(nil))
+	retryhttp.SetSleep(tr2, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+	_, err = tr2.RoundTrip(neverTwiceRequest(t, http.MethodGet, srv2.url(), "", nil))
+	require.Error(t, err)
+	assert.Equal(t, int64(1+retryhttp.DefaultMaxRetries), srv2.requests.Load())
+
+	// A POST that never reached any server is still retried, as always.
+	tr3 := retryhttp.New(retryhttp.WithRetryBudget(nil))
+	retryhttp.SetSleep(tr3, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+	var dials atomic.Int64
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		ConnectStart: func(string, string) { dials.Add(1) },
+	})
+	req := neverTwiceRequest(t, http.MethodPost, "http://"+refusedAddr(t), "charge", nil).WithContext(ctx)
+	_, err = tr3.RoundTrip(req)
+	require.Error(t, err)
+	assert.Equal(t, int64(1+retryhttp.DefaultMaxRetries), dials.Load(), "a refused POST is retried; the caller's trace still runs")
+	tr3.CloseIdleConnections()
+}
+
+// TestInjectedKeyReadable: the injected key is stored so that net/http does
+// not replay the request, yet IdempotencyKey reads it from the request as
+// sent, and a server reads it under its usual name.
+func TestInjectedKeyReadable(t *testing.T) {
+	var atServer, inPolicy atomic.Value
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		atServer.Store(r.Header.Get("Idempotency-Key"))
+	})
+	tr := newTransport(t, retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
+		inPolicy.Store(retryhttp.IdempotencyKey(a.Req))
+		return false
+	}))
+	res, err := tr.RoundTrip(neverTwiceRequest(t, http.MethodPost, srv.URL, "x", nil))
+	require.NoError(t, err)
+	readAll(t, res)
+	assert.Len(t, atServer.Load(), 36, "a UUID under Idempotency-Key")
+	assert.Equal(t, atServer.Load(), inPolicy.Load())
+
+	caller := neverTwiceRequest(t, http.MethodPost, srv.URL, "x", nil)
+	caller.Header["x-idempotency-key"] = []string{"mine"}
+	assert.Equal(t, "mine", retryhttp.IdempotencyKey(caller))
+	assert.Equal(t, "", retryhttp.IdempotencyKey(neverTwiceRequest(t, http.MethodPost, srv.URL, "", nil)))
+	assert.Equal(t, "", retryhttp.IdempotencyKey(nil))
+}
+
+// Regression: with http.Client.Timeout, the stop reported to hooks raced:
+// some timed-out requests reported "not retryable", since net/http's own
+// cancellation (through Request.Cancel) can end an attempt an instant before
+// the request's context reports its deadline. A request stopped by its
+// caller's deadline reports StopCanceled, always.
+func TestClientTimeoutReportsCanceled(t *testing.T) {
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})
+	var mu sync.Mutex
+	reasons := map[retryhttp.StopReason]int{}
+	tr := newTransport(t, retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+		if !d.Retry {
+			mu.Lock()
+			reasons[d.Reason]++
+			mu.Unlock()
+		}
+	}))
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Millisecond}
+	const n = 40
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Get(srv.URL)
+			if assert.Error(t, err) {
+				assert.True(t, retryhttp.IsTimeoutErr(err), "%v", err)
+			} else {
+				res.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[retryhttp.StopReason]int{retryhttp.StopCanceled: n}, reasons)
+}
