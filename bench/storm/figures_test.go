@@ -31,7 +31,7 @@ const perfDoc = "../../docs/performance.md"
 // "Latest run" (the output of bench/run.sh, pasted), and the figures in
 // prose marked <!--fig KEY-->VALUE<!--/fig-->, where KEY is
 // "UNIT ROW LIB", a cell of those tables. Allocations must match exactly,
-// bytes within 1% (tolerance). When a count changes, run
+// bytes within 3% (tolerance). When a count changes, run
 // bench/run.sh, paste its output, and update the marked figures this test
 // lists.
 func TestPerformanceDocCounts(t *testing.T) {
@@ -223,12 +223,13 @@ func markedFigures(doc string) []figure {
 
 // tolerance is the relative difference allowed between a documented count
 // and the measured one: none for allocations and hits, which are integers
-// or ratios of integers, but 1% for bytes, whose average moves a little
-// with what the garbage collector and sync.Pool do during a run (one more
-// allocation adds 2% or more on every row).
+// or ratios of integers, but 3% for bytes, whose average moves a little
+// with what the garbage collector, sync.Pool and RunParallel's goroutines do
+// during a run. A new allocation, however small, is caught by the exact
+// count of allocations.
 func tolerance(key string) float64 {
 	if strings.HasPrefix(key, "B/op ") {
-		return 0.01
+		return 0.03
 	}
 	return 0
 }
