@@ -15,8 +15,11 @@
 // idempotent; nothing else. The wait (DefaultDelayFn) follows Retry-After
 // with ±1/3 jitter, or else "full jitter" exponential backoff from 250ms,
 // capped at 10s. Both are replaceable per transport (WithShouldRetryFn,
-// WithDelayFn) and per request through the context (SetShouldRetryFn,
-// SetDelayFn).
+// WithDelayFn), per destination (WithDestinations: a policy per host,
+// wildcard or matcher, from Go or a JSON file, reloadable while requests
+// run) and per request through the context (SetShouldRetryFn, SetDelayFn).
+// A context override beats the destination's policy, which beats the
+// transport's option.
 //
 // What it never does: modify the caller's request, copy a body it can
 // replay with GetBody, buffer an unbounded body, wait past the caller's

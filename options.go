@@ -114,7 +114,11 @@ type settings struct {
 	budget     *RetryBudget // nil: no budget
 }
 
-func (t *Transport) settings(ctx context.Context) settings {
+// settings resolves what req runs with. Each setting comes from the first
+// of: req's context override (Set…), the destination policy that matches
+// req (WithDestinations), the transport's option, the default.
+func (t *Transport) settings(req *http.Request) settings {
+	ctx := req.Context()
 	s := settings{
 		maxRetries:           DefaultMaxRetries,
 		shouldRetry:          t.shouldRetryFn,
@@ -138,6 +142,11 @@ func (t *Transport) settings(ctx context.Context) settings {
 	}
 	if t.bodyBufferLimitSet {
 		s.bodyBufferLimit = t.bodyBufferLimit
+	}
+	if t.destinations != nil {
+		if p := t.destinations.lookup(req); p != nil {
+			p.apply(&s)
+		}
 	}
 	if o, ok := ctx.Value(overridesKey{}).(*overrides); ok {
 		o.apply(&s)

@@ -80,6 +80,8 @@ type Transport struct {
 
 	breakers *breakers // WithCircuitBreaker; nil: none
 
+	destinations *Destinations // WithDestinations; nil: none
+
 	obs *observer // hooks and logger (hooks.go, log.go); nil: none
 
 	// Seams for tests: nil means time.Now and a real timer.
@@ -128,23 +130,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
-			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused)
+			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, -1)
 			return nil, refused
 		}
 	}
-	res, e, err := t.roundTrip(req)
+	s := t.settings(req) // once: one destination policy throughout
+	res, e, err := t.roundTrip(req, s)
 	t.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
 	}
-	t.observeStop(req, e, res, err)
+	t.observeStop(req, e, res, err, s.maxRetries)
 	return res, err
 }
 
 // roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
+func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
 	ctx := req.Context()
-	s := t.settings(ctx)
 	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
