@@ -36,7 +36,10 @@
 // failure it already retried reaches its callers marked "don't retry"
 // (Retry-Pushback: no-retry), which the default policy honours: only the hop
 // above a failure retries it. docs/storms.md gives the arithmetic and
-// measurements.
+// measurements. On a service's inbound side, LoadShedder limits the requests
+// handled at once (fixed or adaptive) and refuses the excess with 503 and a
+// jittered Retry-After, which the hop above may retry; put it outside
+// Pushback (docs/shedding.md).
 //
 // Where it sits: the Transport wraps a base transport (WithTransport), which
 // sends each attempt. Instrumentation that should see every attempt (an

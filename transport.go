@@ -84,6 +84,9 @@ type Transport struct {
 
 	obs *observer // hooks and logger (hooks.go, log.go); nil: none
 
+	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
+	errorOnGiveUp bool                      // WithErrorOnGiveUp
+
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -118,7 +121,8 @@ func New(options ...func(*Transport)) *Transport {
 // RoundTrip sends req, retrying as the transport's settings and req's
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
-// returned as the server sent it, for the caller to read and close. With
+// returned as the server sent it, for the caller to read and close (or, with
+// WithErrorOnGiveUp, closed and replaced by a *GiveUpError). With
 // hedging on (WithHedging), a request guessed idempotent may have several
 // attempts in flight at once; the first final answer is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -139,6 +143,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
+	}
+	if t.errorOnGiveUp {
+		res, err = giveUp(e, res, err) // giveup.go
 	}
 	t.observeStop(req, e, res, err, s.maxRetries)
 	return res, err
@@ -167,10 +174,11 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		!s.guessIdempotent(req, injected)
 	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
-		// 1. Send one attempt, with a body of its own. A success refills
+		// 1. Send one attempt, with a body of its own (for a retry, as the
+		// PrepareRetry hook rewrote it: prepare.go). A success refills
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
-		sent, err := body.request(count)
+		sent, err := t.attemptRequest(&body, count)
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}

@@ -1,7 +1,8 @@
 // Package otelretryhttp records the metrics of a retryhttp.Transport with
 // OpenTelemetry: logical requests and their outcomes, attempts, retries by
 // cause, final failures, retry-budget refusals, circuit states, the delays
-// chosen before retries and the attempts per request.
+// chosen before retries and the attempts per request; and, with SpanEvents,
+// writes each request's retries onto its trace span.
 //
 // It lives in a module of its own so that the core module does not pull in
 // OpenTelemetry; it is built only on the core's public hooks
