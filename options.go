@@ -27,7 +27,8 @@ const (
 
 // WithTransport sets the base transport that sends each attempt. The default,
 // used also for nil, is a pooled transport from
-// github.com/hashicorp/go-cleanhttp, made for this Transport alone.
+// github.com/hashicorp/go-cleanhttp, made once and shared by every Transport
+// made without WithTransport in the process (see New).
 func WithTransport(transport http.RoundTripper) Option {
 	return func(t *Transport) { t.transport = transport }
 }

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-cleanhttp"
 )
 
 // Attempt describes one attempt at sending a request, as seen by a
@@ -87,9 +85,6 @@ type Transport struct {
 	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
 	errorOnGiveUp bool                      // WithErrorOnGiveUp
 
-	baseOnce sync.Once
-	base     http.RoundTripper
-
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -100,6 +95,17 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // New returns a Transport configured by options.
+//
+// Create it once and reuse it, for all the requests of a program (or of one
+// client of a service), as the Transport of one or several http.Clients: a
+// Transport is safe for concurrent use, and it keeps per-destination state
+// (the circuit breakers, a retry budget given with WithRetryBudget) that
+// protects a destination only when the requests to it go through it.
+// Transports made without WithTransport share one pooled base transport, so
+// that one made per call (&http.Client{Transport: retryhttp.New()} inside a
+// function) reuses the process's connections rather than opening a pool of
+// its own each time; CloseIdleConnections closes that shared pool's idle
+// connections.
 func New(options ...func(*Transport)) *Transport {
 	t := &Transport{}
 	for _, option := range options {
@@ -291,17 +297,21 @@ func (t *Transport) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// baseTransport returns the transport that sends each attempt.
+// baseTransport returns the transport that sends each attempt: the one set
+// with WithTransport, or else the process-wide shared one (base.go).
 func (t *Transport) baseTransport() http.RoundTripper {
 	if t.transport != nil {
 		return t.transport
 	}
-	t.baseOnce.Do(func() { t.base = cleanhttp.DefaultPooledTransport() })
-	return t.base
+	return sharedBase()
 }
 
 // CloseIdleConnections closes the idle connections of the base transport, if
-// it has such a method.
+// it has such a method. For a Transport made without WithTransport, that is
+// the pooled base transport shared by every such Transport in the process:
+// the idle connections of all of them are closed, as
+// http.DefaultTransport.CloseIdleConnections does for the http.Clients that
+// share it. Connections in use are not touched.
 func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.baseTransport().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()

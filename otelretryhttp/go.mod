@@ -3,7 +3,7 @@ module github.com/seed2409de8f/retryhttp/otelretryhttp
 go 1.24.0
 
 require (
-	github.com/seed2409de8f/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/seed2409de8f/retryhttp v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.38.0
 	go.opentelemetry.io/otel/metric v1.38.0
@@ -23,5 +23,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.35.0 // indirect
 )
-
-replace github.com/seed2409de8f/retryhttp => ../
