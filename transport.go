@@ -3,7 +3,6 @@ package retryhttp
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 )
 
