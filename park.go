@@ -55,7 +55,7 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	}
 	start := time.Now()
 	l, why := t.park(ctx, b, h, a, until)
-	*waited += time.Now().Sub(start)
+	*waited += time.Since(start)
 	switch why {
 	case 0:
 		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
@@ -158,19 +158,19 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		h.mu.Unlock()
 		switch state {
 		case waitReleased:
-			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Now().Sub(start)}, h)
+			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Since(start)}, h)
 			return lease{host: h, seq: w.seq, held: true}, 0
 		case waitFailed:
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Now().Sub(start), Reason: StopCircuitOpen}, h)
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
 		}
 		// The bound of the request, or the host's: no success for MaxWait.
-		sleep := min(until.Sub(time.Now()), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
+		sleep := min(time.Until(until), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
 		if sleep <= 0 {
 			if _, released := t.leave(b, h, w); released {
 				continue // released as it gave up: take the slot
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Now().Sub(start), Reason: StopBudgetRefused}, h)
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopBudgetRefused}, h)
 			return lease{}, StopBudgetRefused
 		}
 		if first {
@@ -191,7 +191,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			if l, ok := t.leave(b, h, w); ok {
 				l.end(b, outNeutral, 0, 0)
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Now().Sub(start), Reason: StopCanceled}, h)
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCanceled}, h)
 			return lease{}, StopCanceled
 		}
 	}
