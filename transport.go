@@ -47,8 +47,9 @@ type Attempt struct {
 // The zero value is ready to use, with every default: up to DefaultMaxRetries
 // retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, a
 // retry budget per destination host (RetryBudget) shared with every other
-// Transport of the process that has no budget of its own, no circuit breaker, and a pooled base transport from
-// github.com/hashicorp/go-cleanhttp. New applies options.
+// Transport of the process that has no budget of its own, no circuit
+// breaker, and a pooled base transport from github.com/hashicorp/go-cleanhttp.
+// New applies options.
 //
 // A Transport is safe for concurrent use by multiple goroutines. It must not
 // be copied after first use.
