@@ -296,7 +296,7 @@ func waitHealthy(url string, limit time.Duration) error {
 // row is one library behind one proxy.
 type row struct {
 	proxy, lib                         string
-	requests, posts, failed            int
+	requests, posts, failed, failedGet int
 	dupPost, dupGet, ghost, lost, hits int
 	reasons                            map[string]int
 }
@@ -320,6 +320,9 @@ func tally(proxyName string, libs []library, led *ledger) []row {
 		}
 		if !o.ok {
 			r.failed++
+			if o.method == http.MethodGet {
+				r.failedGet++
+			}
 			r.reasons[o.reason]++
 			if n > 0 {
 				r.ghost++
@@ -349,6 +352,7 @@ next:
 				r.requests += m.requests
 				r.posts += m.posts
 				r.failed += m.failed
+				r.failedGet += m.failedGet
 				r.dupPost += m.dupPost
 				r.dupGet += m.dupGet
 				r.ghost += m.ghost
@@ -367,15 +371,15 @@ next:
 
 // printTable prints the rows, then each row's failure reasons.
 func printTable(w *os.File, rows []row) {
-	fmt.Fprintf(w, "%-8s %-26s %8s %6s %7s %9s %8s %6s %9s\n",
-		"proxy", "library", "requests", "POSTs", "failed", "dup POST", "dup GET", "ghost", "hits/req")
+	fmt.Fprintf(w, "%-8s %-26s %8s %6s %7s %10s %9s %8s %6s %9s\n",
+		"proxy", "library", "requests", "POSTs", "failed", "failed GET", "dup POST", "dup GET", "ghost", "hits/req")
 	for _, r := range rows {
 		perReq := 0.0
 		if r.requests > 0 {
 			perReq = float64(r.hits) / float64(r.requests)
 		}
-		fmt.Fprintf(w, "%-8s %-26s %8d %6d %7d %9d %8d %6d %9.4f\n",
-			r.proxy, r.lib, r.requests, r.posts, r.failed, r.dupPost, r.dupGet, r.ghost, perReq)
+		fmt.Fprintf(w, "%-8s %-26s %8d %6d %7d %10d %9d %8d %6d %9.4f\n",
+			r.proxy, r.lib, r.requests, r.posts, r.failed, r.failedGet, r.dupPost, r.dupGet, r.ghost, perReq)
 	}
 	fmt.Fprintln(w, "\nfailures by cause:")
 	for _, r := range rows {
