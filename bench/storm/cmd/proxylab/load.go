@@ -44,7 +44,8 @@ type outcome struct {
 	lib    int
 	method string
 	ok     bool
-	reason string // why it failed, in a few words
+	reason string        // why it failed, in a few words
+	sent   time.Duration // when it was sent, from the start of the load
 }
 
 // ledger holds every logical request's outcome, by X-Request-Id, and every
@@ -87,7 +88,8 @@ var payload = bytes.Repeat([]byte(`{"order":"a-small-json-body"}`), 8)
 // GetBody). It returns when every client has finished.
 func drive(lib int, l library, url string, cfg loadConfig, led *ledger) {
 	var wg sync.WaitGroup
-	end := time.Now().Add(cfg.duration)
+	start := time.Now()
+	end := start.Add(cfg.duration)
 	for c := 0; c < cfg.clients; c++ {
 		wg.Add(1)
 		go func(c int) {
@@ -98,8 +100,9 @@ func drive(lib int, l library, url string, cfg loadConfig, led *ledger) {
 					method = http.MethodGet
 				}
 				id := fmt.Sprintf("L%d-C%d-S%d", lib, c, seq)
+				sent := time.Since(start)
 				o := send(l.client, method, url, id, cfg.timeout)
-				o.lib = lib
+				o.lib, o.sent = lib, sent
 				led.done(id, o)
 				time.Sleep(cfg.think)
 			}

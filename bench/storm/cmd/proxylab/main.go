@@ -299,6 +299,7 @@ type row struct {
 	requests, posts, failed, failedGet int
 	dupPost, dupGet, ghost, lost, hits int
 	reasons                            map[string]int
+	perSecond                          []int // failures by the second they were sent in
 }
 
 // tally counts, for each library, its requests and what the backends did
@@ -319,6 +320,11 @@ func tally(proxyName string, libs []library, led *ledger) []row {
 			r.posts++
 		}
 		if !o.ok {
+			sec := int(o.sent / time.Second)
+			for len(r.perSecond) <= sec {
+				r.perSecond = append(r.perSecond, 0)
+			}
+			r.perSecond[sec]++
 			r.failed++
 			if o.method == http.MethodGet {
 				r.failedGet++
@@ -361,6 +367,12 @@ next:
 				for k, v := range m.reasons {
 					r.reasons[k] += v
 				}
+				for len(r.perSecond) < len(m.perSecond) {
+					r.perSecond = append(r.perSecond, 0)
+				}
+				for i, v := range m.perSecond {
+					r.perSecond[i] += v
+				}
 				continue next
 			}
 		}
@@ -392,6 +404,17 @@ func printTable(w *os.File, rows []row) {
 		}
 		sort.Slice(causes, func(i, j int) bool { return count(causes[i]) > count(causes[j]) })
 		fmt.Fprintf(w, "  %-8s %-26s %s\n", r.proxy, r.lib, strings.Join(causes, ", "))
+	}
+	fmt.Fprintln(w, "\nfailures by the second the request was sent in (faults at 2, 4, 6-8, 11.5 s; reloads at 10 and 12.5 s):")
+	for _, r := range rows {
+		if r.failed == 0 {
+			continue
+		}
+		var secs []string
+		for _, n := range r.perSecond {
+			secs = append(secs, fmt.Sprint(n))
+		}
+		fmt.Fprintf(w, "  %-8s %-26s %s\n", r.proxy, r.lib, strings.Join(secs, " "))
 	}
 	for _, r := range rows {
 		if r.lost > 0 {
