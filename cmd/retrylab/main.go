@@ -12,13 +12,15 @@
 //     defaults.
 //   - overload: a server with a fixed capacity shedding the excess with 503
 //     and Retry-After; goodput and amplification.
+//   - shed: a server that pays for the work it accepts and queues without
+//     limit, with and without retryhttp.LoadShedder in front (shed.go).
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes under a minute.
+// the -out directory. The whole default run takes about a minute.
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -75,8 +77,9 @@ func (c config) command() string {
 
 func (c config) validate() error {
 	switch {
-	case c.scenario != "all" && c.scenario != "herd" && c.scenario != "chain" && c.scenario != "overload":
-		return fmt.Errorf("unknown -scenario %q: want herd, chain, overload or all", c.scenario)
+	case c.scenario != "all" && c.scenario != "herd" && c.scenario != "chain" && c.scenario != "overload" &&
+		c.scenario != "shed":
+		return fmt.Errorf("unknown -scenario %q: want herd, chain, overload, shed or all", c.scenario)
 	case c.clients < 1 || c.clients > 5000:
 		return errors.New("-clients must be in [1, 5000]")
 	case c.duration < time.Second || c.duration > time.Minute:
@@ -89,7 +92,7 @@ func (c config) validate() error {
 
 func main() {
 	cfg := defaultConfig()
-	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: herd, chain, overload or all")
+	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: herd, chain, overload, shed or all")
 	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it)")
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload)")
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
@@ -110,6 +113,7 @@ type results struct {
 	herd     *herdResult
 	chain    *chainResult
 	overload *overloadResult
+	shed     *shedResult
 	report   string // path of index.html
 }
 
@@ -156,6 +160,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.overload = &r
 		add(overloadSection(r, cfg))
+	}
+	if want("shed") {
+		r, err := runShed(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("shed: %w", err)
+		}
+		res.shed = &r
+		add(shedSection(r, cfg))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
