@@ -65,18 +65,18 @@ if ((${#missing[@]} > 0)); then
 	fi
 fi
 
-# Build proxylab in bench/storm, whose go.mod replaces retryhttp with this
-# checkout; RETRYHTTP_DIR points the replace elsewhere, through a copy of
-# go.mod, for one build.
+# Build proxylab in bench/storm, which go.work puts in one workspace with
+# this checkout of retryhttp. RETRYHTTP_DIR builds it outside the workspace,
+# with a copy of its go.mod whose replace points there.
 storm=$root/bench/storm
-modflags=()
 if [[ -n ${RETRYHTTP_DIR:-} ]]; then
 	cp "$storm/go.mod" "$work/lab.mod"
 	cp "$storm/go.sum" "$work/lab.sum"
 	go mod edit -replace="github.com/seed2409de8f/retryhttp=$(cd "$lib_dir" && pwd)" "$work/lab.mod"
-	modflags=(-mod=mod "-modfile=$work/lab.mod")
+	(cd "$storm" && GOWORK=off go build -mod=mod "-modfile=$work/lab.mod" -o "$work/proxylab" ./cmd/proxylab)
+else
+	(cd "$storm" && go build -o "$work/proxylab" ./cmd/proxylab)
 fi
-(cd "$storm" && go build "${modflags[@]}" -o "$work/proxylab" ./cmd/proxylab)
 
 {
 	echo "# command: ${RETRYHTTP_DIR:+RETRYHTTP_DIR=$RETRYHTTP_DIR }bench/proxies/run.sh $*"
