@@ -81,8 +81,8 @@ func (c config) scaleNote() []string {
 	if c.timescale == 1 {
 		return nil
 	}
-	return []string{fmt.Sprintf("Run at -timescale %g: every time (pace, work, waits, timeouts, buckets) ran %g× as long; "+
-		"the times shown are model times.", c.timescale, c.timescale)}
+	return []string{fmt.Sprintf("Run at -timescale %g: every time of the lab (pace, work, waits, timeouts, buckets) ran %g× as long; "+
+		"the times shown are model times. Times inside retryhttp that no option sets are not scaled.", c.timescale, c.timescale)}
 }
 
 // command returns the command line that reproduces the run.
