@@ -24,7 +24,9 @@ const (
 	// comma-separated tokens) is not retried by DefaultShouldRetryFn nor by
 	// the functions of CustomizedShouldRetryFn, whatever its status and its
 	// Retry-After. Other values are ignored. Pushback adds it; a handler
-	// may also set it itself (on a load-shedding 503, say).
+	// may also set it itself, on a failure that no caller should retry.
+	// LoadShedder's 503s do not carry it: the caller directly above may
+	// retry a shed request (docs/shedding.md).
 	RetrySignalHeader = "Retry-Pushback"
 
 	// RetrySignalNoRetry is the value of RetrySignalHeader that means "the

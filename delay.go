@@ -39,7 +39,15 @@ type CustomizedDelayFnOptions struct {
 	// is moved, up or down, at random: with 1/3 (the default, used for
 	// zero and NaN), a Retry-After of 3s gives a wait uniform in [2s, 4s).
 	// A negative value means no jitter; values above 1 are treated as 1.
+	// The same jitter moves a wait read from rate-limit reset headers.
 	JitterMagnitude float64
+
+	// ThrottleBase replaces Base for a 429 Too Many Requests that carries
+	// neither Retry-After nor a rate-limit reset header: the server is
+	// shedding load, so the first wait is drawn below 1s by default rather
+	// than 250ms, doubling from there up to Cap (raised to ThrottleBase if
+	// smaller). Zero or negative means the default, 1s.
+	ThrottleBase time.Duration
 }
 
 // DefaultDelayFn is the delay the transport uses unless told otherwise.
@@ -51,16 +59,25 @@ type CustomizedDelayFnOptions struct {
 // too large to represent saturates at the longest time.Duration (the
 // transport's maximum delay then stops the retries instead of waiting).
 //
+// Without a valid Retry-After, a rate-limit reset header gives the wait, in
+// this order: the IETF RateLimit field (the policies with no quota left),
+// RateLimit-Reset, X-RateLimit-Reset, X-Rate-Limit-Reset (a number below
+// 10^9 is seconds to wait, a larger one a Unix time; the last three only on
+// a 429 or with their Remaining header at 0). The wait is jittered and
+// saturates like a Retry-After; docs/ratelimit.md has the rules and why.
+//
 // Otherwise the delay is "full jitter" exponential backoff: uniform in
-// [0, min(10s, 250ms·2^(n−1))) before retry n.
+// [0, min(10s, 250ms·2^(n−1))) before retry n, or, for a 429 Too Many
+// Requests, in [0, min(10s, 1s·2^(n−1))).
 func DefaultDelayFn(attempt Attempt) time.Duration {
 	return defaultDelayPolicy.delay(attempt, time.Now, rand.Float64())
 }
 
 var defaultDelayPolicy = delayPolicy{
-	base:   defaultDelayBase,
-	cap:    defaultDelayCap,
-	jitter: defaultJitterMagnitude,
+	base:         defaultDelayBase,
+	cap:          defaultDelayCap,
+	jitter:       defaultJitterMagnitude,
+	throttleBase: defaultThrottleBase,
 }
 
 // CustomizedDelayFn returns a DelayFn that follows the rules of
@@ -76,8 +93,9 @@ func CustomizedDelayFn(opts CustomizedDelayFnOptions) DelayFn {
 
 // delayPolicy is the validated form of CustomizedDelayFnOptions.
 type delayPolicy struct {
-	base, cap time.Duration
-	jitter    float64 // in [0, 1]
+	base, cap    time.Duration
+	jitter       float64 // in [0, 1]
+	throttleBase time.Duration
 }
 
 func newDelayPolicy(o CustomizedDelayFnOptions) delayPolicy {
@@ -90,6 +108,9 @@ func newDelayPolicy(o CustomizedDelayFnOptions) delayPolicy {
 	}
 	if p.cap < p.base {
 		p.cap = p.base
+	}
+	if o.ThrottleBase > 0 {
+		p.throttleBase = o.ThrottleBase
 	}
 	switch j := o.JitterMagnitude; {
 	case j == 0 || math.IsNaN(j):
@@ -105,12 +126,21 @@ func newDelayPolicy(o CustomizedDelayFnOptions) delayPolicy {
 }
 
 // delay is the pure form of a DelayFn: r is a uniform random number in
-// [0, 1), and now is called only for a Retry-After date.
+// [0, 1), and now is called only for a date or a Unix time in a header.
+// The server's word comes first: Retry-After, then rate-limit reset headers
+// (ratelimit.go); then backoff, from a larger base for a 429.
 func (p delayPolicy) delay(a Attempt, now func() time.Time, r float64) time.Duration {
-	if a.Res != nil {
-		if d, ok := parseRetryAfter(a.Res.Header, now); ok {
-			return jitter(d, p.jitter, r)
-		}
+	if a.Res == nil {
+		return fullJitter(p.base, p.cap, a.Count, r)
+	}
+	if d, ok := parseRetryAfter(a.Res.Header, now); ok {
+		return jitter(d, p.jitter, r)
+	}
+	if d, ok := parseRateLimitReset(a.Res, now); ok {
+		return jitter(d, p.jitter, r)
+	}
+	if a.Res.StatusCode == http.StatusTooManyRequests {
+		return fullJitter(p.throttleBase, max(p.cap, p.throttleBase), a.Count, r)
 	}
 	return fullJitter(p.base, p.cap, a.Count, r)
 }

@@ -15,8 +15,11 @@
 // idempotent; nothing else. The wait (DefaultDelayFn) follows Retry-After
 // with ±1/3 jitter, or else "full jitter" exponential backoff from 250ms,
 // capped at 10s. Both are replaceable per transport (WithShouldRetryFn,
-// WithDelayFn) and per request through the context (SetShouldRetryFn,
-// SetDelayFn).
+// WithDelayFn), per destination (WithDestinations: a policy per host,
+// wildcard or matcher, from Go or a JSON file, reloadable while requests
+// run) and per request through the context (SetShouldRetryFn, SetDelayFn).
+// A context override beats the destination's policy, which beats the
+// transport's option.
 //
 // What it never does: modify the caller's request, copy a body it can
 // replay with GetBody, buffer an unbounded body, wait past the caller's
@@ -33,7 +36,10 @@
 // failure it already retried reaches its callers marked "don't retry"
 // (Retry-Pushback: no-retry), which the default policy honours: only the hop
 // above a failure retries it. docs/storms.md gives the arithmetic and
-// measurements.
+// measurements. On a service's inbound side, LoadShedder limits the requests
+// handled at once (fixed or adaptive) and refuses the excess with 503 and a
+// jittered Retry-After, which the hop above may retry; put it outside
+// Pushback (docs/shedding.md).
 //
 // Where it sits: the Transport wraps a base transport (WithTransport), which
 // sends each attempt. Instrumentation that should see every attempt (an

@@ -12,7 +12,8 @@ import (
 // sentinel and the error of the base transport (a *net.OpError, say).
 var (
 	// ErrRetriesExhausted is joined with the last attempt's error when that
-	// error was retryable but no retries were left.
+	// error was retryable but no retries were left. With
+	// WithErrorOnGiveUp, a *GiveUpError wraps it too.
 	ErrRetriesExhausted = errors.New("retryhttp: retries exhausted")
 
 	// ErrBufferingBody wraps the error met while reading a request body that
@@ -34,7 +35,8 @@ var (
 	// that error was retryable but the destination's retry budget had no
 	// token left for another attempt (see RetryBudget). When the last
 	// attempt brought a response instead, that response is returned as it
-	// is, with no error.
+	// is, with no error (or, with WithErrorOnGiveUp, a *GiveUpError that
+	// wraps this).
 	ErrRetryBudgetExhausted = errors.New("retryhttp: retry budget exhausted")
 
 	// ErrCircuitOpen is returned (wrapped, with the destination) when the

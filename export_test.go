@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -43,12 +44,23 @@ type ResolvedSettings struct {
 	AttemptTimeout       time.Duration
 	MaxDelay             time.Duration
 	BodyBufferLimit      int64
+	HedgeDelay           time.Duration
+	MaxHedges            int
+	Budget               *RetryBudget
 }
 
 // Settings resolves the settings of t for a request carrying ctx.
 func Settings(t *Transport, ctx context.Context) ResolvedSettings {
-	s := t.settings(ctx)
+	return SettingsFor(t, (&http.Request{URL: &url.URL{}}).WithContext(ctx))
+}
+
+// SettingsFor resolves the settings of t for req.
+func SettingsFor(t *Transport, req *http.Request) ResolvedSettings {
+	s := t.settings(req)
 	return ResolvedSettings{
+		HedgeDelay:           s.hedgeDelay,
+		MaxHedges:            s.maxHedges,
+		Budget:               s.budget,
 		MaxRetries:           s.maxRetries,
 		ShouldRetry:          s.shouldRetry,
 		Delay:                s.delay,
@@ -127,6 +139,10 @@ func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req
 
 // DepositFor exposes the budget's deposit, for benchmarks.
 func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }
+
+// LookupDestination reports whether a policy of d (a destination's or the
+// defaults) applies to req.
+func LookupDestination(d *Destinations, req *http.Request) bool { return d.lookup(req) != nil }
 
 // RedactURLsIn exposes the redaction of URLs quoted in error messages.
 func RedactURLsIn(msg string) string { return redactURLsIn(msg) }

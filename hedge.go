@@ -211,7 +211,7 @@ func (h *hedge) next() (bool, error) {
 // its own and a context of its own, derived from the caller's.
 func (h *hedge) launch() error {
 	n := len(h.cancels) + 1
-	sent, err := h.body.request(n)
+	sent, err := h.t.attemptRequest(&h.body, n)
 	if err != nil {
 		return err
 	}

@@ -175,15 +175,18 @@ func (t *Transport) observeRetry(a Attempt, maxRetries int, delay time.Duration,
 }
 
 // observeStop reports how a request sent as req ended, once RoundTrip has
-// its outcome.
-func (t *Transport) observeStop(req *http.Request, e ending, res *http.Response, err error) {
+// its outcome. maxRetries is the request's, or negative when its settings
+// were not resolved.
+func (t *Transport) observeStop(req *http.Request, e ending, res *http.Response, err error, maxRetries int) {
 	if t.obs == nil {
 		return
 	}
-	s := t.settings(req.Context())
+	if maxRetries < 0 { // not resolved yet
+		maxRetries = t.settings(req).maxRetries
+	}
 	t.obs.decide(Decision{
 		Attempt:    Attempt{Count: e.attempts, Req: req, Res: res, Err: err},
-		MaxRetries: s.maxRetries,
+		MaxRetries: maxRetries,
 		Reason:     e.why,
 	})
 }

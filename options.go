@@ -27,7 +27,8 @@ const (
 
 // WithTransport sets the base transport that sends each attempt. The default,
 // used also for nil, is a pooled transport from
-// github.com/hashicorp/go-cleanhttp, made for this Transport alone.
+// github.com/hashicorp/go-cleanhttp, made once and shared by every Transport
+// made without WithTransport in the process (see New).
 func WithTransport(transport http.RoundTripper) Option {
 	return func(t *Transport) { t.transport = transport }
 }
@@ -113,7 +114,11 @@ type settings struct {
 	budget     *RetryBudget // nil: no budget
 }
 
-func (t *Transport) settings(ctx context.Context) settings {
+// settings resolves what req runs with. Each setting comes from the first
+// of: req's context override (Set…), the destination policy that matches
+// req (WithDestinations), the transport's option, the default.
+func (t *Transport) settings(req *http.Request) settings {
+	ctx := req.Context()
 	s := settings{
 		maxRetries:           DefaultMaxRetries,
 		shouldRetry:          t.shouldRetryFn,
@@ -137,6 +142,11 @@ func (t *Transport) settings(ctx context.Context) settings {
 	}
 	if t.bodyBufferLimitSet {
 		s.bodyBufferLimit = t.bodyBufferLimit
+	}
+	if t.destinations != nil {
+		if p := t.destinations.lookup(req); p != nil {
+			p.apply(&s)
+		}
 	}
 	if o, ok := ctx.Value(overridesKey{}).(*overrides); ok {
 		o.apply(&s)

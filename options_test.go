@@ -291,17 +291,17 @@ func TestWithTransport(t *testing.T) {
 }
 
 // TestDefaultBaseTransport checks that the default base transport is a pooled
-// *http.Transport of the Transport's own, made once, and not the shared
-// http.DefaultTransport.
+// *http.Transport made once and shared by every Transport made without
+// WithTransport (the zero value included), and not http.DefaultTransport.
 func TestDefaultBaseTransport(t *testing.T) {
 	a, b := retryhttp.New(), &retryhttp.Transport{}
 	defer a.CloseIdleConnections()
-	defer b.CloseIdleConnections()
 
 	ba, ok := retryhttp.BaseTransport(a).(*http.Transport)
 	require.True(t, ok)
 	assert.NotSame(t, http.DefaultTransport, ba)
-	assert.NotSame(t, ba, retryhttp.BaseTransport(b))
+	assert.Same(t, ba, retryhttp.BaseTransport(b))
+	assert.Same(t, ba, retryhttp.BaseTransport(retryhttp.New(retryhttp.WithTransport(nil))))
 	// Pooled, as go-cleanhttp's DefaultPooledTransport.
 	want := cleanhttp.DefaultPooledTransport()
 	assert.False(t, ba.DisableKeepAlives)

@@ -37,11 +37,28 @@ type CustomizedShouldRetryFnOptions struct {
 	// carrying an Idempotency-Key still is).
 	IdempotentMethods []string
 
-	// RetryableStatusCodes replaces the status codes retried for requests
-	// guessed idempotent: 502 and 503 by default. A nil slice means the
-	// default; an empty non-nil slice means none. 429, and any status of
-	// 400 or above carrying Retry-After, are retried whatever this list.
+	// RetryableStatusCodes REPLACES the status codes retried for requests
+	// guessed idempotent: 502 and 503 by default. []int{504} retries 504
+	// and no longer 502 or 503; to add to the defaults, use
+	// AdditionalStatusCodes. A nil slice means the default; an empty
+	// non-nil slice means none. 429, and any status of 400 or above
+	// carrying Retry-After, are retried whatever this list.
 	RetryableStatusCodes []int
+
+	// AdditionalStatusCodes are retried for requests guessed idempotent, on
+	// top of RetryableStatusCodes (or its default). Statuses below 400 are
+	// never retried, whatever this list.
+	AdditionalStatusCodes []int
+
+	// RetryIf, when not nil, is asked about an attempt that the rules
+	// above do not retry, when the request is guessed idempotent. The
+	// rules that always win are checked first and RetryIf cannot override
+	// them: a caller's context that is done, a 1xx, 2xx or 3xx response
+	// (whatever its headers), and a response carrying the cross-hop signal
+	// (RetrySignalHeader: no-retry). RetryIf must not read or close the
+	// response body, and must be safe for concurrent use. docs/compose.md
+	// explains why a body-based check is not offered.
+	RetryIf func(Attempt) bool
 }
 
 // DefaultShouldRetryFn is the decision the transport uses unless told
@@ -78,7 +95,9 @@ var defaultRetryPolicy = retryPolicy{
 
 // CustomizedShouldRetryFn returns a ShouldRetryFn that follows the rules of
 // DefaultShouldRetryFn with the lists of idempotent methods and retryable
-// status codes replaced by those of opts. The slices are copied.
+// status codes replaced by those of opts, and the additions of opts (extra
+// statuses, a RetryIf condition) made under the rules that always win. The
+// slices are copied.
 func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn {
 	p := defaultRetryPolicy
 	if opts.IdempotentMethods != nil {
@@ -87,13 +106,15 @@ func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn 
 	if opts.RetryableStatusCodes != nil {
 		p.statusCodes = append([]int(nil), opts.RetryableStatusCodes...)
 	}
-	return p.shouldRetry
+	return p.compose(opts.AdditionalStatusCodes, opts.RetryIf) // compose.go
 }
 
-// retryPolicy holds the two lists that CustomizedShouldRetryFn can replace.
+// retryPolicy holds the two lists that CustomizedShouldRetryFn can replace,
+// and the condition it can add.
 type retryPolicy struct {
 	idempotentMethods []string
 	statusCodes       []int
+	retryIf           func(Attempt) bool // compose.go; nil: none
 }
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {

@@ -44,8 +44,8 @@ const (
 	StopCanceled
 
 	// StopError: the transport could not prepare an attempt: the request
-	// body could not be buffered or replayed, or no idempotency key could
-	// be made.
+	// body could not be buffered or replayed, no idempotency key could
+	// be made, or the PrepareRetry hook failed (WithPrepareRetry).
 	StopError
 )
 

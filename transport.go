@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-cleanhttp"
 )
 
 // Attempt describes one attempt at sending a request, as seen by a
@@ -82,10 +80,12 @@ type Transport struct {
 
 	breakers *breakers // WithCircuitBreaker; nil: none
 
+	destinations *Destinations // WithDestinations; nil: none
+
 	obs *observer // hooks and logger (hooks.go, log.go); nil: none
 
-	baseOnce sync.Once
-	base     http.RoundTripper
+	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
+	errorOnGiveUp bool                      // WithErrorOnGiveUp
 
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
@@ -97,6 +97,17 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // New returns a Transport configured by options.
+//
+// Create it once and reuse it, for all the requests of a program (or of one
+// client of a service), as the Transport of one or several http.Clients: a
+// Transport is safe for concurrent use, and it keeps per-destination state
+// (the circuit breakers, a retry budget given with WithRetryBudget) that
+// protects a destination only when the requests to it go through it.
+// Transports made without WithTransport share one pooled base transport, so
+// that one made per call (&http.Client{Transport: retryhttp.New()} inside a
+// function) reuses the process's connections rather than opening a pool of
+// its own each time; CloseIdleConnections closes that shared pool's idle
+// connections.
 func New(options ...func(*Transport)) *Transport {
 	t := &Transport{}
 	for _, option := range options {
@@ -110,7 +121,8 @@ func New(options ...func(*Transport)) *Transport {
 // RoundTrip sends req, retrying as the transport's settings and req's
 // context overrides say. It never modifies req. When it returns an error it
 // returns no response; when retries end on a response, that response is
-// returned as the server sent it, for the caller to read and close. With
+// returned as the server sent it, for the caller to read and close (or, with
+// WithErrorOnGiveUp, closed and replaced by a *GiveUpError). With
 // hedging on (WithHedging), a request guessed idempotent may have several
 // attempts in flight at once; the first final answer is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -122,23 +134,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
-			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused)
+			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, -1)
 			return nil, refused
 		}
 	}
-	res, e, err := t.roundTrip(req)
+	s := t.settings(req) // once: one destination policy throughout
+	res, e, err := t.roundTrip(req, s)
 	t.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
 	}
-	t.observeStop(req, e, res, err)
+	if t.errorOnGiveUp {
+		res, err = giveUp(e, res, err) // giveup.go
+	}
+	t.observeStop(req, e, res, err, s.maxRetries)
 	return res, err
 }
 
 // roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error) {
+func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
 	ctx := req.Context()
-	s := t.settings(ctx)
 	caller := req
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
@@ -159,10 +174,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, ending, error)
 		!s.guessIdempotent(req, injected)
 	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
-		// 1. Send one attempt, with a body of its own. A success refills
+		// 1. Send one attempt, with a body of its own (for a retry, as the
+		// PrepareRetry hook rewrote it: prepare.go). A success refills
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
-		sent, err := body.request(count)
+		sent, err := t.attemptRequest(&body, count)
 		if err != nil {
 			return nil, ending{StopError, count - 1}, err
 		}
@@ -284,17 +300,21 @@ func (t *Transport) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// baseTransport returns the transport that sends each attempt.
+// baseTransport returns the transport that sends each attempt: the one set
+// with WithTransport, or else the process-wide shared one (base.go).
 func (t *Transport) baseTransport() http.RoundTripper {
 	if t.transport != nil {
 		return t.transport
 	}
-	t.baseOnce.Do(func() { t.base = cleanhttp.DefaultPooledTransport() })
-	return t.base
+	return sharedBase()
 }
 
 // CloseIdleConnections closes the idle connections of the base transport, if
-// it has such a method.
+// it has such a method. For a Transport made without WithTransport, that is
+// the pooled base transport shared by every such Transport in the process:
+// the idle connections of all of them are closed, as
+// http.DefaultTransport.CloseIdleConnections does for the http.Clients that
+// share it. Connections in use are not touched.
 func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.baseTransport().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()

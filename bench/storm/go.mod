@@ -6,7 +6,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/seed2409de8f/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/seed2409de8f/retryhttp v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -17,5 +17,3 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
-
-replace github.com/seed2409de8f/retryhttp => ../..

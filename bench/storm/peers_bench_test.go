@@ -130,21 +130,13 @@ func BenchmarkHappyPath(b *testing.B) {
 		for _, rq := range requests {
 			for _, p := range peers() {
 				b.Run(fmt.Sprintf("via=%s/req=%s/lib=%s", via, rq.name, p.name), func(b *testing.B) {
-					url := "http://example.test/"
-					var base http.RoundTripper = memTransport{}
-					if via == "loopback" {
-						tr := cleanhttp.DefaultPooledTransport()
-						defer tr.CloseIdleConnections()
-						base, url = tr, srv.URL
+					if via == "mem" {
+						happyMem(rq.make, p)(b)
+						return
 					}
-					rt := p.wrap(base)
-					b.ReportAllocs()
-					b.ResetTimer()
-					for range b.N {
-						if err := once(rt, url, rq.make); err != nil {
-							b.Fatal(err)
-						}
-					}
+					tr := cleanhttp.DefaultPooledTransport()
+					defer tr.CloseIdleConnections()
+					sequential(p.wrap(tr), srv.URL, rq.make)(b)
 				})
 			}
 		}
@@ -155,18 +147,42 @@ func BenchmarkHappyPath(b *testing.B) {
 // one transport.
 func BenchmarkParallel(b *testing.B) {
 	for _, p := range peers() {
-		b.Run("req=GET64/lib="+p.name, func(b *testing.B) {
-			rt := p.wrap(memTransport{})
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := once(rt, "http://example.test/", requests[0].make); err != nil {
-						b.Error(err)
-						return
-					}
+		b.Run("req=GET64/lib="+p.name, parallel64(p))
+	}
+}
+
+// happyMem is the body of a via=mem row of BenchmarkHappyPath.
+func happyMem(make func(string) (*http.Request, error), p peer) func(*testing.B) {
+	return sequential(p.wrap(memTransport{}), "http://example.test/", make)
+}
+
+// sequential is the body of a benchmark sending requests made by make
+// through rt one after the other.
+func sequential(rt http.RoundTripper, url string, make func(string) (*http.Request, error)) func(*testing.B) {
+	return func(b *testing.B) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if err := once(rt, url, make); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// parallel64 is the body of a row of BenchmarkParallel.
+func parallel64(p peer) func(*testing.B) {
+	return func(b *testing.B) {
+		rt := p.wrap(memTransport{})
+		b.ReportAllocs()
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := once(rt, "http://example.test/", requests[0].make); err != nil {
+					b.Error(err)
+					return
 				}
-			})
+			}
 		})
 	}
 }
@@ -180,29 +196,36 @@ func BenchmarkParallel(b *testing.B) {
 func BenchmarkRetry(b *testing.B) {
 	for _, rq := range requests {
 		for _, p := range peers() {
-			switch {
-			case p.name == "bare":
-				continue // no retries: the 503 would be the answer
-			case p.name == "retryhttp-nokeys" && rq.name != "GET":
-				continue
+			if retryRow(rq.name, p.name) {
+				b.Run(fmt.Sprintf("req=%s/lib=%s", rq.name, p.name), retry(rq.make, p))
 			}
-			b.Run(fmt.Sprintf("req=%s/lib=%s", rq.name, p.name), func(b *testing.B) {
-				base := &flipTransport{}
-				rt := p.wrap(base)
-				if _, ours := rt.(*retryhttp.Transport); ours {
-					rt = retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait),
-						retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(p.name == "retryhttp"),
-						retryhttp.WithIdempotencyKeysHonored(true))
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for range b.N {
-					if err := once(rt, "http://example.test/", rq.make); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
 		}
+	}
+}
+
+// retryRow reports whether BenchmarkRetry has a row for request req and
+// library lib.
+func retryRow(req, lib string) bool {
+	switch {
+	case lib == "bare":
+		return false // no retries: the 503 would be the answer
+	case lib == "retryhttp-nokeys" && req != "GET":
+		return false
+	}
+	return true
+}
+
+// retry is the body of a row of BenchmarkRetry.
+func retry(make func(string) (*http.Request, error), p peer) func(*testing.B) {
+	return func(b *testing.B) {
+		base := &flipTransport{}
+		rt := p.wrap(base)
+		if _, ours := rt.(*retryhttp.Transport); ours {
+			rt = retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait),
+				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(p.name == "retryhttp"),
+				retryhttp.WithIdempotencyKeysHonored(true))
+		}
+		sequential(rt, "http://example.test/", make)(b)
 	}
 }
 

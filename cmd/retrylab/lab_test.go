@@ -156,6 +156,41 @@ func TestOverload(t *testing.T) {
 	assert.InDelta(t, overloadFactor, res.overload.offered/res.overload.capRate, 0.5)
 }
 
+// TestShed checks the shed scenario's accounting: every attempt the
+// server received was shed, answered in time, worked on for nobody, or
+// abandoned at the end; the naive clients' retries are bounded by their
+// count, the defaults' by the budget.
+func TestShed(t *testing.T) {
+	res := runTiny(t, "shed", 40)
+	require.NotNil(t, res.shed)
+	require.Len(t, res.shed.rows, len(shedPolicies())*len(shedKinds))
+	assert.Equal(t, 2, res.shed.workers) // 40 clients, 160 requests/s, 1.6× capacity, 20ms each
+	for _, r := range res.shed.rows {
+		name := r.policy.name + ", " + r.server
+		assert.Equal(t, 40*4, r.sum.requests, name) // 40 clients, 1s / 250ms
+		assert.Equal(t, r.attempts, r.shed+r.useful+r.wasted+r.abandoned, name)
+		assert.LessOrEqual(t, r.attempts, int64(4*r.sum.requests), name)
+		// A success is a useful answer; a useful answer may still reach its
+		// client just after its timeout.
+		assert.LessOrEqual(t, r.sum.success, float64(r.useful)/float64(max(r.sum.requests, 1))+1e-9, name)
+		switch r.server {
+		case shedKinds[0].name:
+			assert.Zero(t, r.shed, name)
+			assert.Equal(t, "—", r.limit, name)
+		case shedKinds[1].name:
+			assert.Zero(t, r.abandoned, "%s: nothing queues in the workers", name)
+			assert.Equal(t, "2", r.limit, name)
+		}
+		if r.policy.name == defaultsPolicy().name {
+			// The budget: at most 10 retries, plus a tenth of the successes
+			// (each a useful answer), plus a few replays net/http makes on
+			// its own on a reused connection that dies before answering.
+			assert.LessOrEqual(t, float64(r.attempts), float64(r.sum.requests)+10+0.1*float64(r.useful)+5, name)
+		}
+		assert.Len(t, r.useful100, res.shed.buckets+shedTail, name)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string

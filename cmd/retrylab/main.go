@@ -12,6 +12,8 @@
 //     defaults.
 //   - overload: a server with a fixed capacity shedding the excess with 503
 //     and Retry-After; goodput and amplification.
+//   - shed: a server that pays for the work it accepts and queues without
+//     limit, with and without retryhttp.LoadShedder in front (shed.go).
 //   - metastable: a server with a queue, working for clients who left,
 //     whose capacity halves for a second; which policies let it recover
 //     when the trigger ends, and which keep it down (useful responses per
@@ -28,7 +30,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|metastable|flaky|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -47,7 +49,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "metastable", "flaky"}
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -128,6 +130,7 @@ type results struct {
 	herd     *herdResult
 	chain    *chainResult
 	overload *overloadResult
+	shed     *shedResult
 	meta     *metaResult
 	flaky    *flakyResult
 	report   string // path of index.html
@@ -177,6 +180,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.overload = &r
 		add(overloadSection(r, cfg))
+	}
+	if want("shed") {
+		r, err := runShed(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("shed: %w", err)
+		}
+		res.shed = &r
+		add(shedSection(r, cfg))
 	}
 	if want("metastable") {
 		r, err := runMetastable(ctx, cfg)

@@ -2,15 +2,10 @@ module github.com/seed2409de8f/retryhttp/otelretryhttp/example
 
 go 1.24.0
 
-replace (
-	github.com/seed2409de8f/retryhttp => ../../
-	github.com/seed2409de8f/retryhttp/otelretryhttp => ../
-)
-
 require (
 	github.com/prometheus/client_golang v1.23.0
-	github.com/seed2409de8f/retryhttp v0.0.0-00010101000000-000000000000
-	github.com/seed2409de8f/retryhttp/otelretryhttp v0.0.0-00010101000000-000000000000
+	github.com/seed2409de8f/retryhttp v0.1.0
+	github.com/seed2409de8f/retryhttp/otelretryhttp v0.1.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.60.0
 	go.opentelemetry.io/otel/sdk/metric v1.38.0
 )

@@ -1,0 +1,277 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// DestinationConfigError is one problem in a DestinationConfig or in a
+// destinations file: where it is, as a key path such as
+// "destinations[2].backoff.base", and what is wrong. Set,
+// NewDestinations, ParseDestinations and LoadFile return every problem they
+// find, each one of these, joined with errors.Join; errors.As finds the
+// first.
+type DestinationConfigError struct {
+	File    string // the file, for LoadFile; "" otherwise
+	Path    string // the key path, with the file's key names
+	Problem string
+}
+
+func (e *DestinationConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString("retryhttp: ")
+	if e.File != "" {
+		b.WriteString(e.File + ": ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	b.WriteString(e.Problem)
+	return b.String()
+}
+
+// problems collects DestinationConfigErrors.
+type problems []error
+
+func (ps *problems) add(path, format string, args ...any) {
+	*ps = append(*ps, &DestinationConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (ps problems) err() error { return errors.Join(ps...) }
+
+// validateConfig returns the problems of cfg, nil if there are none.
+func validateConfig(cfg DestinationConfig) error {
+	var ps problems
+	def := cfg.Defaults
+	if def.Name != "" {
+		ps.add("defaults.name", "not allowed in defaults")
+	}
+	if def.Host != "" {
+		ps.add("defaults.host", "not allowed in defaults: defaults apply to every request")
+	}
+	if def.Match != nil {
+		ps.add("defaults.match", "not allowed in defaults: defaults apply to every request")
+	}
+	validatePolicy(&ps, "defaults", def)
+
+	names := map[string]int{}
+	var hosts []hostPattern // of the Host destinations so far
+	var hostIndex []int
+	for i, d := range cfg.Destinations {
+		path := fmt.Sprintf("destinations[%d]", i)
+		if d.Name != "" {
+			if j, ok := names[d.Name]; ok {
+				ps.add(path+".name", "%q repeats destinations[%d].name", d.Name, j)
+			}
+			names[d.Name] = i
+		}
+		switch {
+		case d.Host != "" && d.Match != nil:
+			ps.add(path, "set host or match, not both")
+		case d.Host == "" && d.Match == nil:
+			ps.add(path+".host", "required: a host such as api.example.com, api.example.com:8443 or *.example.com")
+		case d.Host != "":
+			h, problem := checkHostPattern(d.Host)
+			if problem != "" {
+				ps.add(path+".host", "%s, got %q", problem, d.Host)
+				break
+			}
+			for k, earlier := range hosts {
+				switch {
+				case earlier == h:
+					ps.add(path+".host", "%q repeats destinations[%d].host", d.Host, hostIndex[k])
+				case earlier.covers(h):
+					ps.add(path+".host", "%q is never used: destinations[%d].host (%q) matches it first",
+						d.Host, hostIndex[k], earlier.String())
+				default:
+					continue
+				}
+				break
+			}
+			hosts = append(hosts, h)
+			hostIndex = append(hostIndex, i)
+		}
+		validatePolicy(&ps, path, d)
+	}
+	return ps.err()
+}
+
+// validatePolicy adds the problems of the settings of d, found at path.
+func validatePolicy(ps *problems, path string, d Destination) {
+	if d.MaxRetries != nil && *d.MaxRetries < 0 {
+		ps.add(path+".maxRetries", "must not be negative, got %d", *d.MaxRetries)
+	}
+	if b := d.Backoff; b != nil {
+		if b.Base < 0 {
+			ps.add(path+".backoff.base", "must be a positive duration, got %q", b.Base.String())
+		}
+		if b.Cap < 0 {
+			ps.add(path+".backoff.cap", "must be a positive duration, got %q", b.Cap.String())
+		}
+		if b.Base > 0 && b.Cap > 0 && b.Cap < b.Base {
+			ps.add(path+".backoff.cap", "must not be below backoff.base (%q), got %q", b.Base.String(), b.Cap.String())
+		}
+		if j := b.JitterMagnitude; math.IsNaN(j) || j > 1 {
+			ps.add(path+".backoff.jitter", "must be a number from 0 to 1, got %v", j)
+		}
+	}
+	if a := d.AttemptTimeout; a != nil && *a < 0 {
+		ps.add(path+".attemptTimeout", "must not be negative (zero means none), got %q", a.String())
+	}
+	if h := d.Hedging; h != nil {
+		switch {
+		case h.MaxHedges < 0:
+			ps.add(path+".hedging.maxHedges", "must not be negative (zero turns hedging off), got %d", h.MaxHedges)
+		case h.MaxHedges > 0 && h.Delay <= 0:
+			ps.add(path+".hedging.delay", "must be a positive duration when maxHedges is above 0, got %q", h.Delay.String())
+		}
+	}
+	seen := map[int]bool{}
+	for i, code := range d.RetryableStatusCodes {
+		p := fmt.Sprintf("%s.retryableStatusCodes[%d]", path, i)
+		switch {
+		case code < 400 || code > 599:
+			ps.add(p, "must be a status code from 400 to 599, got %d", code)
+		case seen[code]:
+			ps.add(p, "%d is listed twice", code)
+		}
+		seen[code] = true
+	}
+	if d.Budget != nil && d.NoBudget {
+		ps.add(path+".budget", "set a budget of its own or no budget, not both")
+	}
+	if b := d.Budget; b != nil {
+		if r := b.Ratio; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			ps.add(path+".budget.ratio", "must be a positive number (zero means the default, 0.1), got %v", r)
+		}
+		if b.Capacity < 0 || b.Capacity > maxBudgetCapacity {
+			ps.add(path+".budget.capacity", "must be from 1 to %d (zero means the default, 10), got %d", maxBudgetCapacity, b.Capacity)
+		}
+		if b.MaxHosts < 0 {
+			ps.add(path+".budget.maxHosts", "must be positive (zero means the default, 1024), got %d", b.MaxHosts)
+		}
+	}
+}
+
+// hostPattern is a valid Destination.Host, normalised.
+type hostPattern struct {
+	name     string // lower case, no trailing dot, IPv6 without brackets
+	port     string // "" for any port
+	wildcard bool   // "*." + name
+}
+
+// String returns the pattern as a Host would spell it.
+func (h hostPattern) String() string {
+	name := h.name
+	if strings.Contains(name, ":") {
+		name = "[" + name + "]"
+	}
+	switch {
+	case h.wildcard:
+		return "*." + name
+	case h.port != "":
+		return name + ":" + h.port
+	}
+	return name
+}
+
+// covers reports whether every request that h2 matches is matched by h, so
+// that h2 placed after h is never used.
+func (h hostPattern) covers(h2 hostPattern) bool {
+	switch {
+	case h.wildcard:
+		return strings.HasSuffix(h2.name, "."+h.name) // and h2.name == h.name for a wildcard h2
+	case h2.wildcard:
+		return false
+	}
+	return h.name == h2.name && (h.port == "" || h.port == h2.port)
+}
+
+// parseHostPattern returns the pattern of a Host that checkHostPattern
+// accepts.
+func parseHostPattern(s string) hostPattern {
+	h, _ := checkHostPattern(s)
+	return h
+}
+
+// checkHostPattern parses s as a Destination.Host, or says what is wrong
+// with it.
+func checkHostPattern(s string) (hostPattern, string) {
+	const want = "must be a host such as api.example.com, api.example.com:8443 or *.example.com"
+	if strings.Contains(s, "://") || strings.ContainsAny(s, "/?#@") {
+		return hostPattern{}, want + ", not a URL"
+	}
+	if strings.ContainsAny(s, " \t\r\n") {
+		return hostPattern{}, want + ", without spaces"
+	}
+	var h hostPattern
+	rest := s
+	if after, ok := strings.CutPrefix(s, "*."); ok {
+		h.wildcard, rest = true, after
+	}
+	if strings.Contains(rest, "*") {
+		return hostPattern{}, "'*' is allowed only as the first label, as in *.example.com"
+	}
+	name := rest
+	switch {
+	case strings.HasPrefix(rest, "[") && h.wildcard:
+		return hostPattern{}, "a wildcard takes a host name, not an address"
+	case strings.HasPrefix(rest, "["):
+		if !strings.HasSuffix(rest, "]") {
+			var err error
+			if name, h.port, err = net.SplitHostPort(rest); err != nil {
+				return hostPattern{}, want
+			}
+		} else {
+			name = rest[1 : len(rest)-1]
+		}
+		if a, err := netip.ParseAddr(name); err != nil || !a.Is6() {
+			return hostPattern{}, "must hold an IPv6 address in its brackets"
+		}
+	case strings.Count(rest, ":") == 1:
+		name, h.port, _ = strings.Cut(rest, ":")
+	case strings.Count(rest, ":") > 1:
+		if _, err := netip.ParseAddr(rest); err != nil {
+			return hostPattern{}, want
+		}
+	}
+	if h.port != "" || strings.HasSuffix(rest, ":") {
+		if h.wildcard {
+			return hostPattern{}, "a wildcard host takes no port"
+		}
+		if n, err := strconv.Atoi(h.port); err != nil || n < 1 || n > 65535 || h.port[0] == '0' {
+			return hostPattern{}, "must have a port from 1 to 65535"
+		}
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if !strings.Contains(name, ":") && !validHostName(name) {
+		return hostPattern{}, want
+	}
+	h.name = name
+	return h, ""
+}
+
+// validHostName reports whether s is a host name or IPv4 address: labels of
+// letters, digits, '-' and '_', separated by single dots.
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}

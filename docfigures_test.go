@@ -1,0 +1,80 @@
+package retryhttp_test
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Figures in docs/ that are exact counts are marked in the markdown,
+// invisible once rendered: <!--fig KEY-->VALUE<!--/fig-->. A test per
+// document measures each KEY again and fails when the VALUE written no longer
+// matches, so a doc cannot drift from the code; to update one, change the
+// VALUE the failure names. bench/storm/figures_test.go does the same for
+// docs/performance.md.
+
+// docFigures returns the figures marked in a document, by key. A key
+// marked twice must carry the same value.
+func docFigures(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	figs := map[string]string{}
+	for _, m := range regexp.MustCompile(`<!--fig ([^>]*?)-->([^<]*)<!--/fig-->`).FindAllStringSubmatch(string(b), -1) {
+		key, value := strings.TrimSpace(m[1]), strings.TrimSpace(m[2])
+		if old, ok := figs[key]; ok && old != value {
+			t.Errorf("%s: figure %q marked twice, as %q and %q", path, key, old, value)
+		}
+		figs[key] = value
+	}
+	return figs
+}
+
+// checkDocFigures checks that every figure marked in path whose key starts
+// with prefix is one of measured, formatted as the doc writes counts
+// (1,234), and that every measured figure is marked.
+func checkDocFigures(t *testing.T, path, prefix string, measured map[string]int64) {
+	t.Helper()
+	figs := docFigures(t, path)
+	for key, value := range figs {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		got, ok := measured[key]
+		if !assert.True(t, ok, "%s: figure %q is measured by no test", path, key) {
+			continue
+		}
+		assert.Equal(t, withCommas(got), value, "%s: figure %q", path, key)
+	}
+	for key := range measured {
+		_, ok := figs[key]
+		assert.True(t, ok, "%s: figure %q is not marked", path, key)
+	}
+}
+
+// withCommas formats n as the docs write counts: 12,496.
+func withCommas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// TestReliabilityDocCounts checks the soak test's counts in
+// docs/reliability.md against its failure schedule (TestSoak checks that a
+// run reaches them).
+func TestReliabilityDocCounts(t *testing.T) {
+	const total = 10000
+	c := soakSchedule(total)
+	checkDocFigures(t, "docs/reliability.md", "soak ", map[string]int64{
+		"soak requests":  total,
+		"soak attempts":  c.attempts,
+		"soak exhausted": c.exhausted,
+	})
+}
