@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp"
 )
 
 // Herd scenario, model times (multiplied by config.timescale when run).
@@ -28,6 +30,7 @@ type herdRow struct {
 	recovered     bool
 	arrived       []float64 // requests per 100ms at the server
 	failed        []float64 // of those, answered other than 200, while the load ran
+	check         machineCheck
 }
 
 // herdResult is the herd scenario's outcome.
@@ -53,11 +56,14 @@ func runHerd(ctx context.Context, cfg config) (herdResult, error) {
 		capacity: max(2, int(math.Ceil(herdHeadroom*rate*herdWork.Seconds()))),
 		period:   herdPeriod, work: herdWork, timeout: clientLimit,
 	}
+	reruns := cfg.reruns(len(stormPolicies()))
 	for _, p := range stormPolicies() {
-		row, err := herdRun(ctx, cfg, r, p)
+		row, runs, err := untilCalm(ctx, &reruns, func() (herdRow, error) { return herdRun(ctx, cfg, r, p) },
+			func(row herdRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
 		}
+		row.check.runs = runs
 		r.rows = append(r.rows, row)
 	}
 	// Normal load: the buckets before the outage, past the first period
@@ -89,16 +95,18 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 		capacity: int64(r.capacity), work: cfg.scale(herdWork),
 		failing: func(t time.Time) bool { return !t.Before(from) && t.Before(to) },
 	}
-	srv, outcomes, err := runLoad(ctx, cfg, p, h.serve, start, width, r.buckets, herdPeriod)
+	run, err := runLoad(ctx, cfg, p, load{handler: h.serve, start: start, buckets: r.buckets, period: herdPeriod, duration: cfg.duration})
 	if err != nil {
 		return herdRow{}, err
 	}
+	srv, outcomes := run.srv, run.outcomes
 	defer srv.close()
 	arrived, _ := srv.series(r.buckets + loadTail)
 	_, failed := srv.series(r.buckets)
 	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), arrived: arrived}
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
 	row.failed = failed
+	row.check = run.check
 	return row, nil
 }
 
@@ -129,13 +137,14 @@ func (row *herdRow) calm(i int, normal float64) bool {
 
 // newClients returns the http.Clients of a run, one per client: sharing one
 // transport, or with one each if the policy says so.
-func newClients(p policy, base http.RoundTripper, n int, waitScale float64, timeout time.Duration) []*http.Client {
+func newClients(p policy, base http.RoundTripper, n int, waitScale float64, timeout time.Duration,
+	extra []retryhttp.Option) []*http.Client {
 	clients := make([]*http.Client, n)
 	var shared http.RoundTripper
 	for i := range clients {
 		rt := shared
 		if rt == nil || p.perClient {
-			rt = p.transport(base, waitScale)
+			rt = p.transport(base, waitScale, extra...)
 			shared = rt
 		}
 		clients[i] = &http.Client{Transport: rt, Timeout: timeout}
@@ -161,6 +170,12 @@ func herdSection(r herdResult, cfg config) section {
 		header: []string{"policy", "requests", "server hits", "amplification", "peak/normal", "recovered after", "success", "p50", "p99"},
 	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
+	var checks []machineCheck
+	var names []string
+	for _, row := range r.rows {
+		checks, names = append(checks, row.check), append(names, row.policy.name)
+	}
+	s.addMachineChecks(cfg, checks, names, "times and rates")
 	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
 		rec := "not in run"
@@ -173,7 +188,7 @@ func herdSection(r herdResult, cfg config) section {
 			pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)
-		lines = append(lines, line{row.policy.name, row.arrived})
+		lines = append(lines, line{name: row.policy.name, ys: row.arrived})
 	}
 	s.charts = []chart{{
 		file: "herd.svg",

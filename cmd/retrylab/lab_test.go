@@ -6,8 +6,11 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +33,7 @@ func tiny(t *testing.T, scenario string) config {
 	cfg.scenario = scenario
 	cfg.duration = 2 * time.Second
 	cfg.timescale = 0.25
+	cfg.rerun = false // the race detector slows the machine down: a re-run would be too
 	cfg.out = t.TempDir()
 	return cfg
 }
@@ -41,6 +45,11 @@ func tiny(t *testing.T, scenario string) config {
 func runTiny(t *testing.T, scenario string, clients int) results {
 	cfg := tiny(t, scenario)
 	cfg.clients = clients
+	return runConfig(t, cfg)
+}
+
+// runConfig runs cfg and checks its report as runTiny does.
+func runConfig(t *testing.T, cfg config) results {
 	var out bytes.Buffer
 	res, err := run(context.Background(), &out, cfg)
 	require.NoError(t, err)
@@ -50,7 +59,7 @@ func runTiny(t *testing.T, scenario string, clients int) results {
 	require.NoError(t, err)
 	svgs, err := filepath.Glob(filepath.Join(cfg.out, "*.svg"))
 	require.NoError(t, err)
-	require.Len(t, svgs, 1)
+	require.NotEmpty(t, svgs)
 	for _, f := range svgs {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -190,6 +199,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(*config) {}, ""},
 		{"scenario", func(c *config) { c.scenario = "storm" }, "-scenario"},
+		{"metastable", func(c *config) { c.scenario = "metastable" }, ""},
+		{"flaky", func(c *config) { c.scenario = "flaky" }, ""},
 		{"no clients", func(c *config) { c.clients = 0 }, "-clients"},
 		{"short", func(c *config) { c.duration = time.Millisecond }, "-duration"},
 		{"timescale NaN", func(c *config) { c.timescale = nan() }, "-timescale"},
@@ -221,12 +232,12 @@ func TestChartsAreXML(t *testing.T) {
 	}{
 		{"line chart", lineChart{
 			title: `a <title> & "quotes"`, xLabel: "x", yLabel: "y", dx: 0.1,
-			lines:  []line{{"a & b", []float64{0, 1, 5, 2}}, {"c", []float64{3}}},
+			lines:  []line{{name: "a & b", ys: []float64{0, 1, 5, 2}, note: "<note>", mark: 0.2}, {name: "c", ys: []float64{3}}},
 			bands:  []band{{0.1, 0.2, "<outage>"}},
 			hlines: []hline{{4, "capacity"}},
 		}.svg()},
 		{"empty line chart", lineChart{title: "empty"}.svg()},
-		{"zero line chart", lineChart{dx: 1, lines: []line{{"z", []float64{0, 0}}}}.svg()},
+		{"zero line chart", lineChart{dx: 1, lines: []line{{name: "z", ys: []float64{0, 0}}}}.svg()},
 		{"bar chart", barChart{title: "bars", bars: []bar{{"x<y", 243}, {"one", 1}, {"zero", 0}}}.svg()},
 		{"empty bar chart", barChart{}.svg()},
 	}
@@ -272,4 +283,265 @@ func TestReportEscapes(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.False(t, strings.Contains(string(b), "<script>") || strings.Contains(string(b), "<b>"))
+}
+
+func TestMetastable(t *testing.T) {
+	cfg := tiny(t, "metastable")
+	cfg.clients = 40
+	cfg.duration = time.Second
+	res := runConfig(t, cfg)
+	require.NotNil(t, res.meta)
+	r := res.meta
+	// 40 clients offer 80 requests/s: 2 workers of 20ms serve 100/s,
+	// behind 50 places (0.5s of work). The load lasts twice -duration, 2s;
+	// the trigger starts at 3/16 of it and lasts an eighth.
+	assert.Equal(t, 2, r.workers)
+	assert.Equal(t, 50, r.queue)
+	assert.Equal(t, 20, r.buckets)
+	assert.Equal(t, [2]int{3, 2}, [2]int{r.triggerFrom, r.trigger})
+	require.Len(t, r.rows, len(metastablePolicies()))
+	for _, row := range r.rows {
+		name := row.policy.name
+		assert.Equal(t, 40*4, row.sum.requests, name) // 2s / 500ms each
+		// At most 3 retries per request. (An attempt may time out before
+		// it reaches the server on a loaded machine: no lower bound.)
+		assert.LessOrEqual(t, row.attempts, int64(4*row.sum.requests), name)
+		assert.LessOrEqual(t, row.shed, row.attempts, name)
+		// Every success is an answer the server counted useful: it checks
+		// that the client is there before the answer leaves. An answer
+		// counted useful may still reach a client that just gave up.
+		useful := 0.0
+		for _, v := range row.useful {
+			useful += v
+		}
+		ok := math.Round(row.sum.success * float64(row.sum.requests))
+		assert.GreaterOrEqual(t, useful, ok, name)
+		assert.LessOrEqual(t, useful, float64(row.attempts-row.shed), name)
+		assert.GreaterOrEqual(t, row.usefulAfter, 0.0, name)
+		assert.Len(t, row.useful, r.buckets+loadTail, name)
+		assert.False(t, math.IsNaN(row.amplification), name)
+	}
+	// Without retries, every request is at most one attempt.
+	none := r.rows[0]
+	require.Equal(t, noRetriesPolicy().name, none.policy.name)
+	assert.LessOrEqual(t, none.attempts, int64(none.sum.requests))
+}
+
+func TestRecovery(t *testing.T) {
+	// 40 requests per 100ms offered: a window of 1s needs 0.9·400 = 360
+	// useful answers.
+	ok, bad := 40.0, 10.0
+	series := func(parts ...any) []float64 { // value, count, value, count...
+		var s []float64
+		for i := 0; i < len(parts); i += 2 {
+			for range parts[i+1].(int) {
+				s = append(s, parts[i].(float64))
+			}
+		}
+		return s
+	}
+	tests := []struct {
+		name      string
+		give      []float64
+		from      int
+		want      time.Duration
+		recovered bool
+	}{
+		{"never failed", series(ok, 14), 2, 0, true},
+		// Down until bucket 6: the window from bucket 5 holds one bad
+		// bucket and passes (10 + 9·40 = 370).
+		{"recovers 300ms after", series(bad, 6, ok, 12), 2, 300 * time.Millisecond, true},
+		{"a backlog answered in time counts", series(bad, 4, 0.0, 2, 80.0, 1, ok, 10), 2, 200 * time.Millisecond, true},
+		{"a dip of 100ms does not undo it", series(bad, 4, ok, 6, 0.0, 1, ok, 6), 2, 200 * time.Millisecond, true},
+		{"relapses", series(ok, 12, bad, 10), 1, 0, false},
+		{"never recovers", series(bad, 15), 0, 0, false},
+		{"too short", series(ok, 9), 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, recovered := recovery(tt.give, tt.from, ok)
+			assert.Equal(t, tt.recovered, recovered)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestQueueServer checks the metastable server's accounting on loopback: a
+// request whose client leaves is still worked on (and not counted useful),
+// one that waits gets 200, and a request finding the queue full is shed with
+// 503 and costs work.
+func TestQueueServer(t *testing.T) {
+	start := time.Now()
+	const work = 50 * time.Millisecond
+	q := newQueueServer(1, 1, work, 5*time.Millisecond, nil, start, time.Hour, 1)
+	defer q.close()
+	srv, err := startServer(q.serve, start, time.Hour, 1)
+	require.NoError(t, err)
+	defer srv.close()
+	base := newBase()
+	defer base.CloseIdleConnections()
+
+	// A client that leaves once its request is taken by the worker: the
+	// worker still spends 50ms on it.
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- get(ctx, &http.Client{Transport: base}, srv.URL) }()
+	require.Eventually(t, func() bool { return srv.requests.Load() == 1 && len(q.queue) == 0 }, 10*time.Second, time.Millisecond)
+	cancel()
+	assert.ErrorIs(t, <-errc, context.Canceled)
+	// A patient client queues behind it and gets its answer.
+	patient := &http.Client{Transport: base}
+	require.NoError(t, get(context.Background(), patient, srv.URL))
+	assert.EqualValues(t, 1, srv.useful[0].Load())
+	assert.EqualValues(t, 2, srv.requests.Load())
+	assert.Zero(t, q.shedded.Load())
+	// Both requests' work was done: 100ms in all.
+	assert.EqualValues(t, 2*work, q.done[0].Load())
+}
+
+// TestQueueServerSheds fills the queue of a server whose worker is stuck,
+// and checks that the next request is shed with 503 at once.
+func TestQueueServerSheds(t *testing.T) {
+	start := time.Now()
+	q := newQueueServer(1, 1, time.Hour, time.Millisecond, nil, start, time.Hour, 1)
+	defer q.close()
+	srv, err := startServer(q.serve, start, time.Hour, 1)
+	require.NoError(t, err)
+	defer srv.close()
+	base := newBase()
+	defer base.CloseIdleConnections()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 2)
+	for range 2 { // one for the worker, one for the queue
+		go func() { errs <- get(ctx, &http.Client{Transport: base}, srv.URL) }()
+	}
+	require.Eventually(t, func() bool { return srv.requests.Load() == 2 && len(q.queue) == 1 }, 10*time.Second, time.Millisecond)
+	assert.ErrorIs(t, get(context.Background(), &http.Client{Transport: base}, srv.URL), errStatus)
+	assert.EqualValues(t, 1, q.shedded.Load())
+	assert.EqualValues(t, 1, srv.failed[0].Load())
+	cancel()
+	for range 2 {
+		assert.Error(t, <-errs)
+	}
+}
+
+func TestFlaky(t *testing.T) {
+	res := runTiny(t, "flaky", 40)
+	require.NotNil(t, res.flaky)
+	require.Len(t, res.flaky.rows, len(metastablePolicies()))
+	rows := map[string]flakyRow{}
+	for _, row := range res.flaky.rows {
+		name := row.policy.name
+		rows[name] = row
+		assert.Equal(t, 40*1, row.sum.requests, name) // 500ms / 500ms each
+		// At most 3 retries per request: 4 attempts.
+		assert.GreaterOrEqual(t, row.attempts, int64(row.sum.requests), name)
+		assert.LessOrEqual(t, row.attempts, int64(4*row.sum.requests), name)
+	}
+	none, full := rows[noRetriesPolicy().name], rows[fullJitterPolicy().name]
+	assert.Equal(t, int64(none.sum.requests), none.attempts)
+	assert.InDelta(t, 0.7, none.sum.success, 0.25) // 40 draws of 70%
+	// 3 retries without a budget: 1 + 0.3 + 0.09 + 0.027 attempts per
+	// request, and 1 - 0.3^4 success.
+	assert.InDelta(t, 1.42, full.amplification, 0.3)
+	assert.Greater(t, full.sum.success, none.sum.success)
+	defaults := rows[defaultsPolicy().name]
+	assert.LessOrEqual(t, defaults.amplification, full.amplification)
+}
+
+func TestMachineCheck(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.timescale = 2
+	lags := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 60 * time.Millisecond}
+	m := newMachineCheck(cfg, lags)
+	// Real lags halve in model time at -timescale 2.
+	assert.Equal(t, 30*time.Millisecond, m.lagP99)
+	assert.Equal(t, 30*time.Millisecond, m.lagMax)
+	assert.True(t, math.IsNaN(m.capacity))
+	assert.False(t, m.ok())
+	assert.Contains(t, m.cell(), "TOO LOADED")
+
+	fine := machineCheck{lagP99: time.Millisecond, capacity: 0.98}
+	assert.True(t, fine.ok())
+	assert.Contains(t, fine.cell(), "ok: ")
+	slow := machineCheck{lagP99: time.Millisecond, capacity: 0.7}
+	assert.False(t, slow.ok())
+	stalled := machineCheck{lagP99: time.Millisecond, lagMax: 300 * time.Millisecond, capacity: 1}
+	assert.False(t, stalled.ok())
+	second := machineCheck{lagP99: time.Millisecond, capacity: 1, runs: 2}
+	assert.Contains(t, second.cell(), "run again")
+
+	var sec section
+	sec.addMachineChecks(cfg, []machineCheck{fine, slow, m}, []string{"a", "b", "c"}, "times")
+	require.Len(t, sec.notes, 2)
+	assert.Equal(t, []string{"b", "c"}, sec.loaded)
+	assert.Contains(t, sec.notes[0], "worst of a row: p99 30ms, max 30ms")
+	assert.Contains(t, sec.notes[1], "WARNING")
+	assert.Contains(t, sec.notes[1], "b, c: those rows' times do not")
+	assert.Contains(t, sec.notes[1], "-timescale 4")
+	var calm section
+	calm.addMachineChecks(cfg, []machineCheck{fine}, []string{"a"}, "times")
+	assert.Len(t, calm.notes, 1)
+	assert.Empty(t, calm.loaded)
+	assert.Empty(t, newMachineCheck(cfg, nil).lagMax)
+}
+
+func TestUntilCalm(t *testing.T) {
+	loaded, calm := machineCheck{lagP99: time.Second, capacity: 1}, machineCheck{capacity: 1}
+	tests := []struct {
+		name       string
+		give       []machineCheck // the checks of successive runs
+		reruns     int
+		wantRuns   int
+		wantOK     bool
+		wantReruns int // left
+	}{
+		{"calm at once", []machineCheck{calm, loaded}, 1, 1, true, 1},
+		{"calm the second time", []machineCheck{loaded, calm}, 1, 2, true, 0},
+		{"loaded all along", []machineCheck{loaded, loaded, calm}, 3, 2, false, 2},
+		{"no reruns left", []machineCheck{loaded, calm}, 0, 1, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, b := 0, rerunBudget{left: tt.reruns}
+			got, runs, err := untilCalm(context.Background(), &b, func() (machineCheck, error) {
+				n++
+				return tt.give[n-1], nil
+			}, func(m machineCheck) machineCheck { return m })
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantRuns, runs)
+			assert.Equal(t, tt.wantRuns, n)
+			assert.Equal(t, tt.wantOK, got.ok())
+			assert.Equal(t, tt.wantReruns, b.left)
+		})
+	}
+	// An error ends the runs, and so does the end of the budget's time.
+	loadedOnce := func() (machineCheck, error) { return loaded, nil }
+	identity := func(m machineCheck) machineCheck { return m }
+	b := rerunBudget{left: 1}
+	_, runs, err := untilCalm(context.Background(), &b, func() (machineCheck, error) { return loaded, errStopped }, identity)
+	assert.ErrorIs(t, err, errStopped)
+	assert.Equal(t, 1, runs)
+	b = rerunBudget{left: 1, until: time.Now().Add(-time.Second)}
+	_, runs, err = untilCalm(context.Background(), &b, loadedOnce, identity)
+	require.NoError(t, err)
+	assert.Equal(t, 1, runs)
+	// Half of a scenario's rows may be run again, until 2 minutes (model
+	// time) after the lab began; none if told not to.
+	cfg := defaultConfig()
+	cfg.timescale = 0.5
+	cfg.began = time.Now()
+	assert.Equal(t, rerunBudget{left: 3, until: cfg.began.Add(time.Minute)}, cfg.reruns(6))
+	cfg.rerun = false
+	assert.Zero(t, cfg.reruns(6).left)
+}
+
+func TestLagProbe(t *testing.T) {
+	p := startLagProbe(time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	lags := p.finish()
+	assert.NotEmpty(t, lags)
+	assert.True(t, slices.IsSorted(lags))
 }

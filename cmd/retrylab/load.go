@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp"
 )
 
 // outcome is what one client request came to.
@@ -99,21 +101,43 @@ func (c config) summarize(outcomes []outcome) summary {
 // enough for the last requests' retries to end.
 var loadTail = int((clientLimit + time.Second) / bucketWidth)
 
-// runLoad serves h from start, with buckets of width (buckets of them, plus
-// loadTail), and drives cfg.clients clients following p against it, each
-// sending a GET every period (model time) for cfg.duration. It returns the
-// server, still open for its series to be read (the caller closes it), and
-// the clients' outcomes.
-func runLoad(ctx context.Context, cfg config, p policy, h handlerFunc, start time.Time, width time.Duration,
-	buckets int, period time.Duration) (*server, []outcome, error) {
-	srv, err := startServer(h, start, width, buckets+loadTail)
+// load is one policy's run of a load scenario, in model time.
+type load struct {
+	handler   handlerFunc
+	start     time.Time // real time
+	buckets   int       // of the load, besides loadTail
+	period    time.Duration
+	duration  time.Duration
+	waitScale float64            // multiplies the policy's waits, besides the timescale; 0 means 1
+	extra     []retryhttp.Option // applied to every client's transport after the policy's
+}
+
+// loadRun is what runLoad saw: the server, still open for its series to be
+// read (the caller closes it), the clients' outcomes, and how faithfully the
+// machine ran it.
+type loadRun struct {
+	srv      *server
+	outcomes []outcome
+	check    machineCheck
+}
+
+// runLoad serves l.handler from l.start, with buckets of bucketWidth
+// (l.buckets of them, plus loadTail), and drives cfg.clients clients
+// following p against it, each sending a GET every l.period for l.duration.
+func runLoad(ctx context.Context, cfg config, p policy, l load) (loadRun, error) {
+	srv, err := startServer(l.handler, l.start, cfg.scale(bucketWidth), l.buckets+loadTail)
 	if err != nil {
-		return nil, nil, err
+		return loadRun{}, err
 	}
+	waitScale := cfg.timescale
+	if l.waitScale > 0 {
+		waitScale *= l.waitScale
+	}
+	probe := startLagProbe(cfg.scale(lagTick))
 	base := newBase()
 	defer base.CloseIdleConnections()
-	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(clientLimit))
-	outcomes := drive(ctx, start, cfg.clients, cfg.scale(period), cfg.scale(cfg.duration), cfg.seed,
+	clients := newClients(p, base, cfg.clients, waitScale, cfg.scale(clientLimit), l.extra)
+	outcomes := drive(ctx, l.start, cfg.clients, cfg.scale(l.period), cfg.scale(l.duration), cfg.seed,
 		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
-	return srv, outcomes, nil
+	return loadRun{srv, outcomes, newMachineCheck(cfg, probe.finish())}, nil
 }

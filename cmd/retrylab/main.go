@@ -1,7 +1,7 @@
 // Command retrylab reproduces retry storms on loopback and shows what
 // retryhttp's defaults (jittered backoff and a retry budget) do to them.
 //
-// It runs three scenarios, each with real HTTP servers and clients on
+// It runs five scenarios, each with real HTTP servers and clients on
 // 127.0.0.1, a fresh server and fresh clients per policy:
 //
 //   - herd: many clients, a server that fails for a while and recovers;
@@ -14,13 +14,23 @@
 //     and Retry-After; goodput and amplification.
 //   - shed: a server that pays for the work it accepts and queues without
 //     limit, with and without retryhttp.LoadShedder in front (shed.go).
+//   - metastable: a server with a queue, working for clients who left,
+//     whose capacity halves for a second; which policies let it recover
+//     when the trigger ends, and which keep it down (useful responses per
+//     second, time to recovery).
+//   - flaky: a host failing 30% of requests at random, whatever its load;
+//     what each policy spends in retries, and what it gets.
+//
+// Every load scenario checks that the machine kept up (scheduler lag, and
+// the metastable server's achieved capacity) and says so when it did not.
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes about a minute.
+// the -out directory. The whole default run takes under two minutes on a
+// quiet machine.
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -32,8 +42,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"time"
 )
+
+// scenarios are the names -scenario accepts, besides all, in the order all
+// runs them.
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -42,11 +58,13 @@ type config struct {
 	duration  time.Duration // of the load of herd and overload, model time
 	seed      uint64
 	out       string
-	timescale float64 // real time per model time
+	timescale float64   // real time per model time
+	rerun     bool      // rows the machine was too loaded for may be run again (untilCalm)
+	began     time.Time // when the run began, set by run; bounds the re-runs
 }
 
 func defaultConfig() config {
-	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1}
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, rerun: true}
 }
 
 // scale converts a model duration to real time.
@@ -65,8 +83,8 @@ func (c config) scaleNote() []string {
 	if c.timescale == 1 {
 		return nil
 	}
-	return []string{fmt.Sprintf("Run at -timescale %g: every time (pace, work, waits, timeouts, buckets) ran %g× as long; "+
-		"the times shown are model times.", c.timescale, c.timescale)}
+	return []string{fmt.Sprintf("Run at -timescale %g: every time of the lab (pace, work, waits, timeouts, buckets) ran %g× as long; "+
+		"the times shown are model times. Times inside retryhttp that no option sets are not scaled.", c.timescale, c.timescale)}
 }
 
 // command returns the command line that reproduces the run.
@@ -77,9 +95,8 @@ func (c config) command() string {
 
 func (c config) validate() error {
 	switch {
-	case c.scenario != "all" && c.scenario != "herd" && c.scenario != "chain" && c.scenario != "overload" &&
-		c.scenario != "shed":
-		return fmt.Errorf("unknown -scenario %q: want herd, chain, overload, shed or all", c.scenario)
+	case c.scenario != "all" && !slices.Contains(scenarios, c.scenario):
+		return fmt.Errorf("unknown -scenario %q: want %s or all", c.scenario, strings.Join(scenarios, ", "))
 	case c.clients < 1 || c.clients > 5000:
 		return errors.New("-clients must be in [1, 5000]")
 	case c.duration < time.Second || c.duration > time.Minute:
@@ -92,7 +109,7 @@ func (c config) validate() error {
 
 func main() {
 	cfg := defaultConfig()
-	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: herd, chain, overload, shed or all")
+	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all")
 	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it)")
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload)")
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
@@ -114,6 +131,8 @@ type results struct {
 	chain    *chainResult
 	overload *overloadResult
 	shed     *shedResult
+	meta     *metaResult
+	flaky    *flakyResult
 	report   string // path of index.html
 }
 
@@ -131,6 +150,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 	}
 	fmt.Fprintf(w, "retrylab: %s\n", cfg.command())
 	began := time.Now()
+	cfg.began = began
 	var sections []section
 	add := func(s section) {
 		s.print(w)
@@ -169,6 +189,22 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		res.shed = &r
 		add(shedSection(r, cfg))
 	}
+	if want("metastable") {
+		r, err := runMetastable(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("metastable: %w", err)
+		}
+		res.meta = &r
+		add(metaSection(r, cfg))
+	}
+	if want("flaky") {
+		r, err := runFlaky(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("flaky: %w", err)
+		}
+		res.flaky = &r
+		add(flakySection(r, cfg))
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -177,6 +213,12 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		return res, err
 	}
 	res.report = path
+	for _, s := range sections {
+		if len(s.loaded) > 0 {
+			fmt.Fprintf(w, "\nWARNING: %s: this machine was too loaded for some figures of %s to mean anything (see the notes).",
+				s.id, strings.Join(s.loaded, ", "))
+		}
+	}
 	fmt.Fprintf(w, "\nReport: %s (ran in %v)\n", path, time.Since(began).Round(100*time.Millisecond))
 	return res, nil
 }

@@ -23,6 +23,7 @@ type overloadRow struct {
 	amplification float64   // attempts per client request
 	goodput       float64   // 200s per second at the server, while the load ran
 	arrived       []float64 // requests per 100ms at the server
+	check         machineCheck
 }
 
 // overloadResult is the overload scenario's outcome.
@@ -45,11 +46,14 @@ func runOverload(ctx context.Context, cfg config) (overloadResult, error) {
 		capacity: capacity, capRate: float64(capacity) / overloadWork.Seconds(), offered: offered,
 		buckets: int(cfg.duration / bucketWidth), clients: cfg.clients,
 	}
+	reruns := cfg.reruns(len(overloadPolicies()))
 	for _, p := range overloadPolicies() {
-		row, err := overloadRun(ctx, cfg, r, p)
+		row, runs, err := untilCalm(ctx, &reruns, func() (overloadRow, error) { return overloadRun(ctx, cfg, r, p) },
+			func(row overloadRow) machineCheck { return row.check })
 		if err != nil {
 			return r, err
 		}
+		row.check.runs = runs
 		r.rows = append(r.rows, row)
 	}
 	return r, nil
@@ -59,10 +63,11 @@ func runOverload(ctx context.Context, cfg config) (overloadResult, error) {
 func overloadRun(ctx context.Context, cfg config, r overloadResult, p policy) (overloadRow, error) {
 	start := time.Now().Add(cfg.scale(20 * time.Millisecond))
 	h := &capacityHandler{capacity: int64(r.capacity), work: cfg.scale(overloadWork), retryAfter: retryAfterSecs}
-	srv, outcomes, err := runLoad(ctx, cfg, p, h.serve, start, cfg.scale(bucketWidth), r.buckets, overloadPeriod)
+	run, err := runLoad(ctx, cfg, p, load{handler: h.serve, start: start, buckets: r.buckets, period: overloadPeriod, duration: cfg.duration})
 	if err != nil {
 		return overloadRow{}, err
 	}
+	srv, outcomes := run.srv, run.outcomes
 	defer srv.close()
 	arrived, _ := srv.series(r.buckets + loadTail)
 	loadArrived, loadFailed := srv.series(r.buckets)
@@ -73,6 +78,7 @@ func overloadRun(ctx context.Context, cfg config, r overloadResult, p policy) (o
 	row := overloadRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), arrived: arrived}
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
 	row.goodput = served / cfg.duration.Seconds()
+	row.check = run.check
 	return row, nil
 }
 
@@ -94,6 +100,12 @@ func overloadSection(r overloadResult, cfg config) section {
 		header: []string{"policy", "requests", "server hits", "amplification", "goodput/s", "goodput/capacity", "success", "p50", "p99"},
 	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
+	var checks []machineCheck
+	var names []string
+	for _, row := range r.rows {
+		checks, names = append(checks, row.check), append(names, row.policy.name)
+	}
+	s.addMachineChecks(cfg, checks, names, "times and rates")
 	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
 		s.rows = append(s.rows, []string{
@@ -102,7 +114,7 @@ func overloadSection(r overloadResult, cfg config) section {
 			pct(row.goodput / r.capRate), pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)
-		lines = append(lines, line{row.policy.name, row.arrived})
+		lines = append(lines, line{name: row.policy.name, ys: row.arrived})
 	}
 	per100 := bucketWidth.Seconds()
 	s.charts = []chart{{

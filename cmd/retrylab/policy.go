@@ -15,8 +15,9 @@ type policy struct {
 	about string // one line for the report
 
 	// transport returns a client transport following the policy over base,
-	// with every wait multiplied by waitScale.
-	transport func(base http.RoundTripper, waitScale float64) http.RoundTripper
+	// with every wait multiplied by waitScale, and the scenario's extra
+	// options (an attempt timeout, say) applied last.
+	transport func(base http.RoundTripper, waitScale float64, extra ...retryhttp.Option) http.RoundTripper
 
 	// perClient gives each client a transport of its own (a fleet of
 	// processes), instead of one shared by all the clients of a run (one
@@ -56,13 +57,30 @@ func scaled(fn retryhttp.DelayFn, scale float64) retryhttp.Option {
 	})
 }
 
+// newTransport returns retryhttp.New(opts..., extra...): a policy's options,
+// then the scenario's.
+func newTransport(extra []retryhttp.Option, opts ...retryhttp.Option) http.RoundTripper {
+	return retryhttp.New(append(opts, extra...)...)
+}
+
+// noRetriesPolicy sends each request once.
+func noRetriesPolicy() policy {
+	return policy{
+		name:  "no retries",
+		about: "WithMaxRetries(0): one attempt per request",
+		transport: func(base http.RoundTripper, _ float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithMaxRetries(0))
+		},
+	}
+}
+
 // immediatePolicy retries at once, 3 times, with no budget.
 func immediatePolicy() policy {
 	return policy{
 		name:  "immediate retry",
 		about: "3 retries, no wait, no budget",
-		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
-			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(noWait, scale))
+		transport: func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(noWait, scale))
 		},
 	}
 }
@@ -72,8 +90,8 @@ func exponentialPolicy() policy {
 	return policy{
 		name:  "exponential, no jitter",
 		about: "3 retries after 250ms, 500ms, 1s exactly; Retry-After ignored; no budget",
-		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
-			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(exponential, scale))
+		transport: func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(exponential, scale))
 		},
 	}
 }
@@ -83,8 +101,8 @@ func fullJitterPolicy() policy {
 	return policy{
 		name:  "full jitter",
 		about: "retryhttp's waits (full jitter 250ms·2^n, Retry-After ±1/3), budget off: WithRetryBudget(nil)",
-		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
-			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(nil, scale))
+		transport: func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), scaled(nil, scale))
 		},
 	}
 }
@@ -95,8 +113,8 @@ func defaultsPolicy() policy {
 	return policy{
 		name:  "retryhttp defaults",
 		about: "retryhttp.New(): full jitter + retry budget; one Transport shared by the clients",
-		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
-			return retryhttp.New(retryhttp.WithTransport(base), scaled(nil, scale))
+		transport: func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), scaled(nil, scale))
 		},
 	}
 }
@@ -118,8 +136,8 @@ func naivePolicy() policy {
 	return policy{
 		name:  "naive",
 		about: "3 tries per hop (2 retries), no wait, no budget",
-		transport: func(base http.RoundTripper, scale float64) http.RoundTripper {
-			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil),
+		transport: func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil),
 				retryhttp.WithMaxRetries(2), scaled(noWait, scale))
 		},
 	}
@@ -128,6 +146,12 @@ func naivePolicy() policy {
 // stormPolicies are the rows of the herd scenario.
 func stormPolicies() []policy {
 	return []policy{immediatePolicy(), exponentialPolicy(), fullJitterPolicy(), defaultsPolicy(), defaultsPerClientPolicy()}
+}
+
+// metastablePolicies are the rows of the metastable and flaky scenarios:
+// the herd's, and no retries at all for reference.
+func metastablePolicies() []policy {
+	return append([]policy{noRetriesPolicy()}, stormPolicies()...)
 }
 
 // overloadPolicies are the rows of the overload scenario.

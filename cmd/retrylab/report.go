@@ -20,6 +20,7 @@ type section struct {
 	rows      [][]string
 	policies  []policy
 	charts    []chart
+	loaded    []string // rows the machine was too loaded for (addMachineChecks)
 }
 
 // chart is one SVG file of a section.

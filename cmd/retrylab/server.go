@@ -14,7 +14,9 @@ import (
 
 // server is an HTTP server on loopback that counts what it receives: every
 // request, and per time bucket (100ms of model time) the requests that
-// arrived and those answered with anything but 200.
+// arrived, those answered with anything but 200 (both by arrival), and the
+// useful answers: 200s written while their client was still waiting (by the
+// time they were written).
 type server struct {
 	URL   string
 	srv   *http.Server
@@ -25,6 +27,7 @@ type server struct {
 	requests atomic.Int64
 	arrived  []atomic.Int64
 	failed   []atomic.Int64
+	useful   []atomic.Int64
 
 	handlers sync.WaitGroup // running handlers, waited for by close
 }
@@ -42,6 +45,7 @@ func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*s
 	s := &server{
 		URL: "http://" + lis.Addr().String() + "/", lis: lis, start: start, width: width,
 		arrived: make([]atomic.Int64, max(n, 1)), failed: make([]atomic.Int64, max(n, 1)),
+		useful: make([]atomic.Int64, max(n, 1)),
 	}
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,8 +54,11 @@ func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*s
 			s.requests.Add(1)
 			i := s.bucket(time.Now())
 			s.arrived[i].Add(1)
-			if h(w, r) != http.StatusOK {
+			switch {
+			case h(w, r) != http.StatusOK:
 				s.failed[i].Add(1)
+			case r.Context().Err() == nil: // the client is still there
+				s.useful[s.bucket(time.Now())].Add(1)
 			}
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -76,6 +83,17 @@ func (s *server) series(n int) (arrived, failed []float64) {
 		failed[i] = float64(s.failed[i].Load())
 	}
 	return arrived, failed
+}
+
+// usefulSeries returns the useful answers per bucket, for the first n
+// buckets.
+func (s *server) usefulSeries(n int) []float64 {
+	n = min(n, len(s.useful))
+	useful := make([]float64, n)
+	for i := range n {
+		useful[i] = float64(s.useful[i].Load())
+	}
+	return useful
 }
 
 // close stops the server and waits for its handlers to return.

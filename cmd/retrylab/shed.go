@@ -122,7 +122,7 @@ func shedRun(ctx context.Context, cfg config, r shedResult, p policy, k shedServ
 	}
 	base := newBase()
 	defer base.CloseIdleConnections()
-	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(shedTimeout))
+	clients := newClients(p, base, cfg.clients, cfg.timescale, cfg.scale(shedTimeout), nil)
 	outcomes := drive(ctx, start, cfg.clients, cfg.scale(shedPeriod), cfg.scale(r.duration), cfg.seed,
 		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
 	close(pool.quit) // the backlog of requests nobody waits for any more
@@ -237,7 +237,7 @@ func shedSection(r shedResult, cfg config) section {
 			fmt.Sprintf("%.0f", row.goodput), pct(row.goodput / r.capRate), pct(row.sum.success),
 			ms(row.sum.p50), ms(row.sum.p99), row.limit,
 		})
-		lines = append(lines, line{row.policy.name + ", " + row.server, row.useful100})
+		lines = append(lines, line{name: row.policy.name + ", " + row.server, ys: row.useful100})
 	}
 	s.policies = shedPolicies()
 	per100 := bucketWidth.Seconds()

@@ -23,9 +23,14 @@ const (
 )
 
 // line is one series of a lineChart: the value of point i is at x = i·dx.
+// A note is written under its name in the legend; a mark, if positive, is
+// drawn as a dashed vertical line of the series' colour at x = mark (the
+// moment the series recovered, say).
 type line struct {
 	name string
 	ys   []float64
+	note string
+	mark float64
 }
 
 // band shades the x range [from, to) of a lineChart, such as an outage.
@@ -101,6 +106,10 @@ func (c lineChart) svg() []byte {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%s</text>`+"\n", px(xmax)-4, py(h.y)-4, esc(h.label))
 	}
 	for i, l := range c.lines {
+		if l.mark > 0 && l.mark <= xmax {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="3,3"/>`+"\n",
+				px(l.mark), marginTop, px(l.mark), py(0), palette[i%len(palette)])
+		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="`, palette[i%len(palette)])
 		for j, y := range l.ys {
 			if j > 0 {
@@ -128,7 +137,8 @@ func trimmed(lines []line) []line {
 	}
 	out := make([]line, len(lines))
 	for i, l := range lines {
-		out[i] = line{l.name, l.ys[:min(len(l.ys), last+2)]}
+		out[i] = l
+		out[i].ys = l.ys[:min(len(l.ys), last+2)]
 	}
 	return out
 }
@@ -205,10 +215,19 @@ func axes(b *bytes.Buffer, xLabel, yLabel string) {
 // legend lists the lines' names and colours to the right of the plot.
 func legend(b *bytes.Buffer, lines []line) {
 	x := chartWidth - marginRight + 14
+	step := 20
+	for _, l := range lines {
+		if l.note != "" {
+			step = 34
+		}
+	}
 	for i, l := range lines {
-		y := marginTop + 10 + i*20
+		y := marginTop + 10 + i*step
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", x, y, x+22, y, palette[i%len(palette)])
 		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="12">%s</text>`+"\n", x+28, y+4, esc(l.name))
+		if l.note != "" {
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#555">%s</text>`+"\n", x+28, y+17, esc(l.note))
+		}
 	}
 }
 
