@@ -232,50 +232,16 @@ func requestHostPort(req *http.Request) (host, port string) {
 }
 
 // destPolicy is the compiled policy of one destination, its inherited
-// fields filled in from the defaults. It is never modified once built.
+// fields filled in from the defaults: a patch to the settings, of the same
+// shape as a context's overrides. It is never modified once built.
 type destPolicy struct {
-	key            string // what its own budget is kept under (budgetKey)
-	set            policyField
-	maxRetries     int
-	delay          DelayFn
-	shouldRetry    ShouldRetryFn
-	attemptTimeout time.Duration
-	hedgeDelay     time.Duration
-	maxHedges      int
-	budget         *RetryBudget // with policyBudget: nil means off
-	budgetOpts     *RetryBudgetOptions
+	key        string // what its own budget is kept under (budgetKey)
+	patch      overrides
+	budgetOpts *RetryBudgetOptions
 }
-
-type policyField uint8
-
-const (
-	policyMaxRetries policyField = 1 << iota
-	policyAttemptTimeout
-	policyHedging
-	policyBudget
-)
 
 // apply sets in s what the policy sets.
-func (p *destPolicy) apply(s *settings) {
-	if p.set&policyMaxRetries != 0 {
-		s.maxRetries = p.maxRetries
-	}
-	if p.delay != nil {
-		s.delay = p.delay
-	}
-	if p.shouldRetry != nil {
-		s.shouldRetry = p.shouldRetry
-	}
-	if p.set&policyAttemptTimeout != 0 {
-		s.attemptTimeout = p.attemptTimeout
-	}
-	if p.set&policyHedging != 0 {
-		s.hedgeDelay, s.maxHedges = p.hedgeDelay, p.maxHedges
-	}
-	if p.set&policyBudget != 0 {
-		s.budget = p.budget
-	}
-}
+func (p *destPolicy) apply(s *settings) { p.patch.apply(s) }
 
 // compile builds the destSet of a valid cfg. Budgets of prev's policies are
 // kept for policies with the same key and budget options.
@@ -291,13 +257,13 @@ func compile(cfg DestinationConfig, prev *destSet) *destSet {
 	}
 	defaults := compilePolicy(cfg.Defaults, Destination{}, "defaults", budgets)
 	ds := &destSet{exact: map[string][]portRule{}, wildcard: map[string]int{}}
-	if defaults.set != 0 || defaults.delay != nil || defaults.shouldRetry != nil {
+	if defaults.patch.set != 0 || defaults.patch.delay != nil || defaults.patch.shouldRetry != nil {
 		ds.defaults = defaults
 	}
 	for i, d := range cfg.Destinations {
 		p := compilePolicy(d, cfg.Defaults, budgetKey(d), budgets)
 		if d.Budget == nil && !d.NoBudget && cfg.Defaults.Budget != nil {
-			p.budget = defaults.budget // one budget for all who inherit it
+			p.patch.budget = defaults.patch.budget // one budget for all who inherit it
 		}
 		ds.policies = append(ds.policies, p)
 		if d.Match != nil {
@@ -319,42 +285,43 @@ func compile(cfg DestinationConfig, prev *destSet) *destSet {
 // compilePolicy compiles d, with the fields it leaves unset taken from def.
 func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy) *destPolicy {
 	p := &destPolicy{key: key}
+	o := &p.patch
 	if r := firstSet(d.MaxRetries, def.MaxRetries); r != nil {
-		p.set |= policyMaxRetries
-		p.maxRetries = *r
+		o.set |= setMaxRetries
+		o.maxRetries = *r
 	}
 	if b := firstSet(d.Backoff, def.Backoff); b != nil {
-		p.delay = CustomizedDelayFn(*b)
+		o.delay = CustomizedDelayFn(*b)
 	}
 	codes := d.RetryableStatusCodes
 	if codes == nil {
 		codes = def.RetryableStatusCodes
 	}
 	if codes != nil {
-		p.shouldRetry = CustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes})
+		o.shouldRetry = CustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes})
 	}
 	if a := firstSet(d.AttemptTimeout, def.AttemptTimeout); a != nil {
-		p.set |= policyAttemptTimeout
-		p.attemptTimeout = *a
+		o.set |= setAttemptTimeout
+		o.attemptTimeout = *a
 	}
 	if h := firstSet(d.Hedging, def.Hedging); h != nil {
-		p.set |= policyHedging
-		p.hedgeDelay, p.maxHedges = h.Delay, h.MaxHedges
+		o.set |= setHedging
+		o.hedgeDelay, o.maxHedges = h.Delay, h.MaxHedges
 	}
 	switch {
 	case d.NoBudget:
-		p.set |= policyBudget
+		o.set |= setBudget
 	case d.Budget != nil:
-		p.set |= policyBudget
+		o.set |= setBudget
 		opts := *d.Budget // a copy: the caller may change theirs
 		p.budgetOpts = &opts
 		if old, ok := prev[key]; ok && key != "" && old.budgetOpts != nil && *old.budgetOpts == *d.Budget {
-			p.budget = old.budget
+			o.budget = old.patch.budget
 		} else {
-			p.budget = NewRetryBudget(*d.Budget)
+			o.budget = NewRetryBudget(*d.Budget)
 		}
 	case def.NoBudget || def.Budget != nil:
-		p.set |= policyBudget // the defaults' budget, set by compile
+		o.set |= setBudget // the defaults' budget, set by compile
 	}
 	return p
 }

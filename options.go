@@ -169,9 +169,10 @@ func (t *Transport) settings(req *http.Request) settings {
 // overridesKey is the context key of the per-request overrides.
 type overridesKey struct{}
 
-// overrides are the per-request settings carried by a context. All of them
-// live in one value, so a request costs one context lookup however many are
-// set. A stored *overrides is never modified.
+// overrides are a patch to a request's settings: those carried by a
+// context, and those of a destination's policy (destination.go). All of a
+// context's live in one value, so a request costs one context lookup however
+// many are set. A stored *overrides is never modified.
 type overrides struct {
 	set                  overrideSet
 	maxRetries           int
@@ -185,6 +186,7 @@ type overrides struct {
 
 	hedgeDelay time.Duration
 	maxHedges  int
+	budget     *RetryBudget // with setBudget: nil means off
 }
 
 type overrideSet uint8
@@ -196,6 +198,7 @@ const (
 	setIdempotencyKeys
 	setIdempotencyKeysHonored
 	setHedging
+	setBudget // only a destination's policy sets it
 )
 
 func (o *overrides) apply(s *settings) {
@@ -222,6 +225,9 @@ func (o *overrides) apply(s *settings) {
 	}
 	if o.set&setHedging != 0 {
 		s.hedgeDelay, s.maxHedges = o.hedgeDelay, o.maxHedges
+	}
+	if o.set&setBudget != 0 {
+		s.budget = o.budget
 	}
 }
 

@@ -9,6 +9,11 @@
 // amplification, for the same libraries and a bare transport.
 // docs/performance.md has the latest tables.
 //
+// The module also holds cmd/proxylab, which drives the same libraries
+// through real haproxy, nginx and caddy processes while their backends are
+// killed and the proxy reloaded (bench/proxies/README.md).
+//
 // Run the amplification tests with: cd bench/storm && go test -v ./...
 // Run the benchmarks, with benchstat tables, with: bench/run.sh
+// Run the proxies (installs them with apt-get) with: bench/proxies/run.sh
 package storm

@@ -12,14 +12,14 @@
 //     defaults.
 //   - overload: a server with a fixed capacity shedding the excess with 503
 //     and Retry-After; goodput and amplification.
+//   - shed: a server that pays for the work it accepts and queues without
+//     limit, with and without retryhttp.LoadShedder in front (shed.go).
 //   - metastable: a server with a queue, working for clients who left,
 //     whose capacity halves for a second; which policies let it recover
 //     when the trigger ends, and which keep it down (useful responses per
 //     second, time to recovery).
 //   - flaky: a host failing 30% of requests at random, whatever its load;
 //     what each policy spends in retries, and what it gets.
-//   - shed: a server that pays for the work it accepts and queues without
-//     limit, with and without retryhttp.LoadShedder in front (shed.go).
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
@@ -30,7 +30,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|metastable|flaky|shed|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -49,7 +49,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "metastable", "flaky", "shed"}
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -83,8 +83,8 @@ func (c config) scaleNote() []string {
 	if c.timescale == 1 {
 		return nil
 	}
-	return []string{fmt.Sprintf("Run at -timescale %g: every time (pace, work, waits, timeouts, buckets) ran %g× as long; "+
-		"the times shown are model times.", c.timescale, c.timescale)}
+	return []string{fmt.Sprintf("Run at -timescale %g: every time of the lab (pace, work, waits, timeouts, buckets) ran %g× as long; "+
+		"the times shown are model times. Times inside retryhttp that no option sets are not scaled.", c.timescale, c.timescale)}
 }
 
 // command returns the command line that reproduces the run.
@@ -130,9 +130,9 @@ type results struct {
 	herd     *herdResult
 	chain    *chainResult
 	overload *overloadResult
+	shed     *shedResult
 	meta     *metaResult
 	flaky    *flakyResult
-	shed     *shedResult
 	report   string // path of index.html
 }
 
@@ -181,6 +181,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		res.overload = &r
 		add(overloadSection(r, cfg))
 	}
+	if want("shed") {
+		r, err := runShed(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("shed: %w", err)
+		}
+		res.shed = &r
+		add(shedSection(r, cfg))
+	}
 	if want("metastable") {
 		r, err := runMetastable(ctx, cfg)
 		if err != nil {
@@ -196,14 +204,6 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.flaky = &r
 		add(flakySection(r, cfg))
-	}
-	if want("shed") {
-		r, err := runShed(ctx, cfg)
-		if err != nil {
-			return res, fmt.Errorf("shed: %w", err)
-		}
-		res.shed = &r
-		add(shedSection(r, cfg))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err

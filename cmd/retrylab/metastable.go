@@ -20,6 +20,7 @@ const (
 	metaTrigger     = time.Second            // the capacity halves this long
 	metaWindow      = time.Second            // useful responses are counted over this much, for recovery
 	metaRecovered   = 0.9                    // share of the offered load answered usefully, for recovery
+	metaLoadFactor  = 2                      // the load lasts this many times -duration
 )
 
 // metaRow is the result of one policy in the metastable scenario.
@@ -63,7 +64,7 @@ func (r metaResult) triggerTo() int { return r.triggerFrom + r.trigger }
 // both the trigger and what follows it: the trigger starts at 3/16 of the
 // load (1.5s) and lasts 1s, or an eighth of the load if shorter.
 func runMetastable(ctx context.Context, cfg config) (metaResult, error) {
-	d := 2 * cfg.duration
+	d := metaLoadFactor * cfg.duration
 	nb := int(d / bucketWidth)
 	offered := float64(cfg.clients) / metaPeriod.Seconds()
 	workers := max(1, int(math.Round(offered/metaUtilization*metaWork.Seconds())))
