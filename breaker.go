@@ -117,6 +117,8 @@ const (
 func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
 	return func(t *Transport) {
 		t.breakers = newBreakers(settings)
+		b := t.breakers
+		b.opened = func(k hostKey) { t.retryBudget().failParked(k, b) }
 		if t.obs != nil {
 			t.breakers.observe(t.obs.onCircuit)
 		}
@@ -131,6 +133,10 @@ type breakers struct {
 
 	onStateChange func(host string, from, to CircuitState)   // the settings'
 	hooks         []func(host string, from, to CircuitState) // WithOnCircuitStateChange
+
+	// opened is called when a destination's circuit opens, to fail the
+	// retries parked on it (park.go).
+	opened func(hostKey)
 }
 
 // circuit is the breaker of one destination.
@@ -144,6 +150,9 @@ type circuit struct {
 func (c *circuit) idle() bool {
 	return c.cb.State() == gobreaker.StateClosed && c.cb.Counts().Requests == 0
 }
+
+// busy reports false: a circuit may always be forgotten.
+func (c *circuit) busy() bool { return false }
 
 // The outcomes handed to gobreaker's done.
 var (
@@ -247,9 +256,23 @@ func (b *breakers) allow(req *http.Request) (func(*http.Response, error), error)
 	}
 	ctx := req.Context()
 	return func(res *http.Response, err error) {
-		done(sample(ctx, res, err))
+		s := sample(ctx, res, err)
+		done(s)
 		b.notify.flush()
+		if s == errSampleFailed && b.opened != nil && c.cb.State() == gobreaker.StateOpen {
+			b.opened(keyOf(req))
+		}
 	}, nil
+}
+
+// isOpen reports whether the circuit of req's destination is open. A nil
+// b has no circuits.
+func (b *breakers) isOpen(req *http.Request) bool {
+	if b == nil {
+		return false
+	}
+	c, ok := b.hosts.get(keyOf(req))
+	return ok && c.cb.State() == gobreaker.StateOpen
 }
 
 // sample classifies the final outcome of a request for the breaker: nil

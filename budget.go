@@ -1,12 +1,10 @@
 package retryhttp
 
 import (
-	"hash/maphash"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 )
 
 // Defaults of RetryBudgetOptions.
@@ -16,64 +14,117 @@ const (
 	DefaultRetryBudgetRatio = 0.1
 
 	// DefaultRetryBudgetCapacity is the size of each host's bucket, and the
-	// number of tokens it starts with: ten retries in a row from a fresh
-	// budget.
+	// number of tokens it starts with: ten retries sent at once, before any
+	// success, on top of the parked retries the host's window releases.
 	DefaultRetryBudgetCapacity = 10
 
 	// DefaultRetryBudgetMaxHosts bounds the number of hosts a budget tracks.
 	DefaultRetryBudgetMaxHosts = 1024
+
+	// DefaultMaxParkedWait bounds the time one request spends parked, in
+	// all: a blip shorter than this is ridden out.
+	DefaultMaxParkedWait = 2 * time.Second
+
+	// DefaultMaxParked bounds the retries parked on one host at once.
+	DefaultMaxParked = 10_000
 )
 
 // RetryBudgetOptions configures NewRetryBudget. The zero value of each field
 // means its default; so does an invalid value (negative, NaN or infinite).
+// docs/storms.md has the algorithm and its bounds.
 type RetryBudgetOptions struct {
 	// Ratio is the number of tokens that a successful attempt deposits in
-	// its host's bucket; each retry withdraws one. The default is
-	// DefaultRetryBudgetRatio, 0.1: in the long run, retries are at most a
-	// tenth of the successes, plus Capacity.
+	// its host's bucket; each retry sent at once withdraws one. The default
+	// is DefaultRetryBudgetRatio, 0.1: in the long run, retries sent at once
+	// are at most a tenth of the successes, plus Capacity.
 	Ratio float64
 
 	// Capacity is the size of each host's bucket and the number of tokens
-	// it starts with: the number of retries allowed in a row before any
-	// success. The default is DefaultRetryBudgetCapacity, 10. Values above
-	// 2^30 are treated as 2^30.
+	// it starts with: the number of retries sent at once in a row before
+	// any success. The default is DefaultRetryBudgetCapacity, 10. Values
+	// above 2^30 are treated as 2^30.
 	Capacity int
 
-	// MaxHosts bounds the number of hosts whose buckets are kept (to within
-	// one per shard of the map, at most 31 more). Past it, a new host evicts
-	// another (one whose bucket is full if one is found
-	// quickly, else an arbitrary one), which starts again with a full
-	// bucket when it next fails. The default is DefaultRetryBudgetMaxHosts,
-	// 1024.
+	// MaxHosts bounds the number of hosts whose state is kept (to within
+	// one per shard of the map, at most 31 more, and not counting hosts
+	// with retries parked or in flight, which are never forgotten). Past
+	// it, a new host evicts another (one whose bucket is full if one is
+	// found quickly, else an arbitrary one without parked retries), which
+	// starts again with a full bucket when it next fails. The default is
+	// DefaultRetryBudgetMaxHosts, 1024.
 	MaxHosts int
+
+	// NoParking turns parking off: a retry without a token is dropped at
+	// once, as the budget did before parking existed. By default (false)
+	// it is parked, as RetryBudget describes.
+	NoParking bool
+
+	// MaxWait bounds the time one request spends parked, over all its
+	// retries; and a host that has had no successful attempt for that long
+	// refuses parking at once. The default is DefaultMaxParkedWait, 2s.
+	MaxWait time.Duration
+
+	// MaxParked bounds the retries parked on one host at once; past it, a
+	// retry without a token is dropped at once. The default is
+	// DefaultMaxParked, 10,000.
+	MaxParked int
 }
 
-// RetryBudget caps the retries sent to each destination host, so that a
-// failing backend sees about as many requests as its callers make, not four
-// times as many. It keeps a token bucket per host (scheme, host name and
-// port): each bucket starts full with Capacity tokens; a retry is sent only
-// if it can withdraw one token; a successful attempt deposits Ratio tokens,
-// up to Capacity. Failures themselves take nothing: only retries spend.
+// RetryBudget decides which retries are sent to each destination host, so
+// that a failing backend sees about as many requests as its callers make,
+// not four times as many, while a short outage is ridden out: a retry
+// refused during the outage waits for the host to answer again.
+//
+// It keeps a state per host (scheme, host name and port) with two parts:
+//
+//   - A token bucket, the classic retry budget: it starts full with Capacity
+//     tokens; a retry is sent at once (after its delay) if it can withdraw
+//     one token; a successful attempt deposits Ratio tokens, up to
+//     Capacity. Isolated failures are retried at once this way.
+//   - Parking, for the retries that find no token: such a retry waits,
+//     inside the caller's RoundTrip, first for its own delay, then in a
+//     first-come first-served queue, until the host's window lets it go.
+//     The window is the number of parked retries the host may have in
+//     flight: it starts at one, grows by one per successful retry up to a
+//     threshold, then by one per round, is halved when a retry fails (at
+//     most once per round), and is capped at max(10, 2 × the host's rate of
+//     first attempts × its lowest latency). No parked retry is released
+//     while 20% or more of the host's recent first attempts fail. A parked
+//     retry gives up, ending as a refused one does, at the caller's
+//     deadline less one attempt timeout, after MaxWait in all, when the
+//     host has had no success for MaxWait, or when MaxParked retries are
+//     already waiting.
 //
 // An attempt is successful when it brings a response with a status below
 // 500 other than 429, and, for a 4xx status, without a Retry-After header: a
 // response that tells the client the server is answering and not asking to
 // be left alone. Errors and other responses deposit nothing.
 //
-// So a fresh budget allows Capacity retries in a row; over time, retries
-// to a host are at most Ratio times its successful attempts plus Capacity;
-// a host that fails everything gets Capacity retries and then none, until
-// it succeeds again. docs/storms.md gives the arithmetic.
+// So a dead backend gets Capacity retries and then none (its parked retries
+// wait for a success that does not come); sustained failures of a fifth of
+// the requests or more get about Ratio retries per success; a blip shorter
+// than MaxWait gets its retries after it, at the pace the recovering host
+// sustains. The price is waiting: during an outage, a failed request waits
+// up to MaxWait before it fails, instead of failing at once. docs/storms.md
+// gives the arithmetic.
 //
-// A Transport has a budget of its own with the defaults unless
-// WithRetryBudget says otherwise. A RetryBudget can be shared by several
-// Transports that call the same backends (WithRetryBudget). It is safe for
-// concurrent use; withdrawals and deposits take no lock (only adding a new
-// host does).
+// Transports without WithRetryBudget share one budget with the defaults,
+// for the whole process, as http.DefaultTransport shares connections: a
+// Transport made per call is then as storm-safe as one shared. A
+// RetryBudget can be shared by several Transports that call the same
+// backends (WithRetryBudget). It is safe for concurrent use; a successful
+// attempt takes no lock and allocates nothing.
 type RetryBudget struct {
 	ratio    int64 // micro-tokens deposited per success, in [1, capacity]
 	capacity int64 // micro-tokens
-	hosts    *hostMap[*bucket]
+	hosts    *hostMap[*hostState]
+
+	noParking bool
+	maxWait   time.Duration
+	maxParked int
+
+	origin time.Time        // the zero of the hosts' clocks
+	now    func() time.Time // time.Now, but for tests
 }
 
 // tokenScale is the number of micro-tokens in a token: buckets count in
@@ -85,6 +136,10 @@ const maxBudgetCapacity = 1 << 30
 
 // NewRetryBudget returns a budget configured by opts.
 func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
+	return newRetryBudget(opts, time.Now)
+}
+
+func newRetryBudget(opts RetryBudgetOptions, now func() time.Time) *RetryBudget {
 	capacity := opts.Capacity
 	switch {
 	case capacity <= 0:
@@ -96,28 +151,37 @@ func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
 	if ratio <= 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
 		ratio = DefaultRetryBudgetRatio
 	}
-	b := &RetryBudget{capacity: int64(capacity) * tokenScale}
+	b := &RetryBudget{capacity: int64(capacity) * tokenScale, noParking: opts.NoParking,
+		maxWait: opts.MaxWait, maxParked: opts.MaxParked, origin: now(), now: now}
 	// A tiny ratio still deposits something; a huge one refills at once.
 	b.ratio = int64(math.Round(min(ratio, float64(capacity)) * tokenScale))
 	b.ratio = min(max(b.ratio, 1), b.capacity)
+	if b.maxWait <= 0 {
+		b.maxWait = DefaultMaxParkedWait
+	}
+	if b.maxParked <= 0 {
+		b.maxParked = DefaultMaxParked
+	}
 	maxHosts := opts.MaxHosts
 	if maxHosts <= 0 {
 		maxHosts = DefaultRetryBudgetMaxHosts
 	}
 	full := b.capacity
-	b.hosts = newHostMap(maxHosts, func(hostKey) *bucket {
-		bk := &bucket{capacity: full}
-		bk.tokens.Store(full)
-		return bk
+	b.hosts = newHostMap(maxHosts, func(hostKey) *hostState {
+		return newHostState(full, b.clock())
 	})
 	return b
 }
 
+// defaultBudget is the budget of every Transport without WithRetryBudget.
+var defaultBudget = sync.OnceValue(func() *RetryBudget { return NewRetryBudget(RetryBudgetOptions{}) })
+
 // WithRetryBudget sets the retry budget of the transport. A non-nil budget
 // is used as it is and may be shared with other Transports; nil turns the
 // budget off, so that retries are limited only by the retry count and the
-// policy. Without this option, a Transport creates a budget of its own with
-// the defaults of RetryBudgetOptions, on first use.
+// policy, and are never parked. Without this option, a Transport uses the
+// process's default budget, made on first use with the defaults of
+// RetryBudgetOptions and shared by every Transport without this option.
 func WithRetryBudget(b *RetryBudget) Option {
 	return func(t *Transport) {
 		t.budget = b
@@ -130,13 +194,16 @@ func (t *Transport) retryBudget() *RetryBudget {
 	if t.budgetSet {
 		return t.budget
 	}
-	t.budgetOnce.Do(func() { t.ownBudget = NewRetryBudget(RetryBudgetOptions{}) })
-	return t.ownBudget
+	return defaultBudget()
 }
+
+// clock returns the time on the budget's clock, in nanoseconds since it was
+// made: monotonic, and cheap to store in an atomic.
+func (b *RetryBudget) clock() int64 { return int64(b.now().Sub(b.origin)) }
 
 // withdraw takes one token from the bucket of req's host and reports
 // whether it could: whether one more attempt (a retry, or a hedge) may be
-// sent. A nil budget allows everything.
+// sent at once. A nil budget allows everything.
 func (b *RetryBudget) withdraw(req *http.Request) bool {
 	if b == nil {
 		return true
@@ -144,29 +211,70 @@ func (b *RetryBudget) withdraw(req *http.Request) bool {
 	return b.hosts.getOrCreate(keyOf(req)).withdraw()
 }
 
-// deposit credits the bucket of req's host if the attempt that sent req
-// was a success. A host with no bucket has a full one, so there is nothing
-// to do: only withdrawals create buckets. It does not allocate.
+// deposit records the outcome of an attempt that sent req, not a first
+// attempt's nor a parked retry's: see settle.
 func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
-	if b == nil || !success(res) {
-		return
-	}
-	if bk, ok := b.hosts.get(keyOf(req)); ok {
-		bk.deposit(b.ratio)
-	}
+	b.settle(req, res, attemptOutcome{}, nil)
 }
 
-// refund gives back the token of a retry whose attempt, which sent req,
-// ended with a success: for retries after a connection lost before any
-// response (a keep-alive connection the server closed just as it was reused,
-// say), which say nothing about the server's load. A server that keeps
-// breaking connections gets nothing back.
-func (b *RetryBudget) refund(req *http.Request, res *http.Response) {
-	if b == nil || !success(res) {
+// attemptOutcome is what settle needs to know of an attempt besides its
+// response.
+type attemptOutcome struct {
+	first   bool          // the request's first attempt
+	latency time.Duration // from sending to the response or error
+	timeout time.Duration // the attempt's timeout, if any
+	refund  bool          // a retry after a connection lost before any response
+	neutral bool          // cancelled: says nothing about the host
+}
+
+// settle records the outcome of an attempt that sent req: a success
+// credits the host's bucket, and gives back the token of a retry after a
+// lost connection (which says nothing about the server's load; a server
+// that keeps breaking connections gets nothing back). A first attempt's
+// outcome feeds the host's recent statistics, for the pacing of parked
+// retries; an attempt that held a slot of the host's window (l not nil and
+// held) gives it back and moves the window. A failure makes the host's
+// state if it has none; a success does only while the budget tracks fewer
+// than MaxHosts hosts (a host without a state has a full bucket and nothing
+// parked). Without a slot, settle takes no lock, and once the host has a
+// state it does not allocate.
+func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOutcome, l *lease) {
+	if b == nil {
 		return
 	}
-	if bk, ok := b.hosts.get(keyOf(req)); ok {
-		bk.deposit(tokenScale)
+	ok := success(res)
+	var h *hostState
+	switch {
+	case l != nil && l.host != nil:
+		h = l.host
+	case !ok:
+		h = b.hosts.getOrCreate(keyOf(req))
+	default:
+		var found bool
+		if h, found = b.hosts.getIfRoom(keyOf(req)); !found {
+			return // a host of many, with a full bucket: nothing to record
+		}
+	}
+	if ok {
+		h.deposit(b.ratio)
+		if o.refund {
+			h.deposit(tokenScale)
+		}
+	}
+	if o.neutral || res == nil && req.Context().Err() != nil {
+		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
+		return
+	}
+	at := b.clock()
+	h.stats.record(at, ok, o.first, o.latency)
+	switch {
+	case l != nil && l.held:
+		l.end(b, outcomeOf(ok), o.latency, o.timeout)
+	case ok && h.waiting.Load() > 0:
+		// A success may open the gate for the parked retries.
+		h.mu.Lock()
+		h.step(b, at, input{ev: evPoke})
+		h.mu.Unlock()
 	}
 }
 
@@ -192,21 +300,14 @@ func errBudgetRefused(err error) error {
 	return joinErr(ErrRetryBudgetExhausted, err)
 }
 
-// bucket is the token bucket of one host, in micro-tokens. Each operation
-// is one atomic compare-and-swap loop: no lock.
-type bucket struct {
-	tokens   atomic.Int64
-	capacity int64
-}
-
 // withdraw takes one token if there is one.
-func (bk *bucket) withdraw() bool {
+func (h *hostState) withdraw() bool {
 	for {
-		v := bk.tokens.Load()
+		v := h.tokens.Load()
 		if v < tokenScale {
 			return false
 		}
-		if bk.tokens.CompareAndSwap(v, v-tokenScale) {
+		if h.tokens.CompareAndSwap(v, v-tokenScale) {
 			return true
 		}
 	}
@@ -215,239 +316,14 @@ func (bk *bucket) withdraw() bool {
 // deposit adds n micro-tokens, up to the capacity. A full bucket, the usual
 // state of a healthy host, is only read, so that goroutines depositing to
 // the same host do not fight over its cache line.
-func (bk *bucket) deposit(n int64) {
+func (h *hostState) deposit(n int64) {
 	for {
-		v := bk.tokens.Load()
-		if v >= bk.capacity {
+		v := h.tokens.Load()
+		if v >= h.capacity {
 			return
 		}
-		if bk.tokens.CompareAndSwap(v, min(v+n, bk.capacity)) {
+		if h.tokens.CompareAndSwap(v, min(v+n, h.capacity)) {
 			return
 		}
 	}
-}
-
-// idle reports whether the bucket is full, so that forgetting it loses
-// nothing: a new bucket would be the same.
-func (bk *bucket) idle() bool { return bk.tokens.Load() >= bk.capacity }
-
-// hostKey identifies a destination: scheme, host name and port. A port that
-// is the scheme's default is left out, so that http://h/ and http://h:80/
-// have the same key. Its strings are substrings of the request's URL, so
-// building one does not allocate.
-type hostKey struct {
-	scheme string
-	host   string // host[:port], as in URL.Host, without a default port
-}
-
-// keyOf returns the key of req's destination.
-func keyOf(req *http.Request) hostKey {
-	u := req.URL
-	if u == nil {
-		return hostKey{}
-	}
-	k := hostKey{scheme: u.Scheme, host: u.Host}
-	if i := strings.LastIndexByte(k.host, ':'); i >= 0 && !strings.Contains(k.host[i:], "]") {
-		if port := k.host[i+1:]; port == "" || port == defaultPort(k.scheme) {
-			k.host = k.host[:i]
-		}
-	}
-	return k
-}
-
-// defaultPort returns the port of scheme when a URL names none.
-func defaultPort(scheme string) string {
-	switch scheme {
-	case "http":
-		return "80"
-	case "https":
-		return "443"
-	}
-	return ""
-}
-
-// String returns the key as scheme://host:port, the port always spelled
-// out when the scheme has a default one.
-func (k hostKey) String() string {
-	host := k.host
-	hasPort := false
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		hasPort = true
-	}
-	if p := defaultPort(k.scheme); !hasPort && p != "" {
-		host += ":" + p
-	}
-	return k.scheme + "://" + host
-}
-
-// clone returns a copy of k that does not keep the request's URL alive.
-func (k hostKey) clone() hostKey {
-	return hostKey{strings.Clone(k.scheme), strings.Clone(k.host)}
-}
-
-// evictable is a value of a hostMap: one that can tell when dropping it
-// loses nothing.
-type evictable interface{ idle() bool }
-
-// maxShards is the number of shards of a hostMap that tracks many hosts.
-const maxShards = 32
-
-// evictScan is how many entries a full shard looks at for an idle one to
-// evict before it evicts an arbitrary one.
-const evictScan = 8
-
-// hostMap maps hosts to values (buckets, circuit breakers), with at most
-// maxHosts entries. A host is found by one hash of its host[:port], which
-// picks its shard and, within the shard, its entry (the scheme is compared,
-// not hashed: http and https of one host share a slot).
-//
-// Each shard's table is never modified once published: readers load it with
-// one atomic read and take no lock, so goroutines calling one host do not
-// write to any shared memory to find its value (a read lock would: every
-// RLock writes the lock's reader count). Adding a host copies its shard's
-// table, of about maxHosts/shards entries, under the shard's mutex; that
-// happens once per host, or on each new host once the map is full.
-type hostMap[V evictable] struct {
-	seed     maphash.Seed
-	shards   []hostShard[V]
-	maxHosts int64
-	total    atomic.Int64 // entries in all the shards
-	newValue func(hostKey) V
-}
-
-type hostShard[V evictable] struct {
-	table atomic.Pointer[hostTable[V]] // read-only once stored
-	mu    sync.Mutex                   // serialises writers
-	_     [64]byte                     // keeps neighbouring shards off one cache line
-}
-
-// hostTable is the content of a shard: entries by hash of their host.
-type hostTable[V evictable] struct {
-	byHash map[uint64][]hostEntry[V]
-	n      int
-}
-
-type hostEntry[V evictable] struct {
-	key   hostKey
-	value V
-}
-
-// newHostMap returns a map of about maxHosts (≥ 1) entries whose missing
-// values are made by newValue. Eviction starts when the whole map holds
-// maxHosts entries, whatever their spread over the shards; a new host whose
-// shard is empty then is added all the same, so the map holds at most
-// maxHosts + shards − 1 entries.
-func newHostMap[V evictable](maxHosts int, newValue func(hostKey) V) *hostMap[V] {
-	n := min(maxShards, maxHosts)
-	return &hostMap[V]{
-		seed:     maphash.MakeSeed(),
-		shards:   make([]hostShard[V], n),
-		maxHosts: int64(maxHosts),
-		newValue: newValue,
-	}
-}
-
-// locate returns the hash of k and its shard.
-func (h *hostMap[V]) locate(k hostKey) (uint64, *hostShard[V]) {
-	hash := maphash.String(h.seed, k.host)
-	return hash, &h.shards[hash%uint64(len(h.shards))]
-}
-
-// get returns the value of k, if there is one. It takes no lock and does
-// not allocate.
-func (h *hostMap[V]) get(k hostKey) (V, bool) {
-	hash, s := h.locate(k)
-	return s.table.Load().get(hash, k)
-}
-
-func (t *hostTable[V]) get(hash uint64, k hostKey) (V, bool) {
-	if t != nil {
-		for _, e := range t.byHash[hash] {
-			if e.key.host == k.host && e.key.scheme == k.scheme {
-				return e.value, true
-			}
-		}
-	}
-	var zero V
-	return zero, false
-}
-
-// getOrCreate returns the value of k, making it if it is missing.
-func (h *hostMap[V]) getOrCreate(k hostKey) V {
-	hash, s := h.locate(k)
-	if v, ok := s.table.Load().get(hash, k); ok {
-		return v
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.table.Load()
-	if v, ok := old.get(hash, k); ok {
-		return v
-	}
-	t := old.clone()
-	if h.total.Load() >= h.maxHosts && t.n > 0 {
-		t.evict() // one out, one in: the total stays
-	} else {
-		h.total.Add(1)
-	}
-	k = k.clone()
-	v := h.newValue(k)
-	t.byHash[hash] = append(t.byHash[hash], hostEntry[V]{k, v})
-	t.n++
-	s.table.Store(t)
-	return v
-}
-
-// clone returns a copy of t (an empty table for nil) that can be changed.
-func (t *hostTable[V]) clone() *hostTable[V] {
-	c := &hostTable[V]{byHash: map[uint64][]hostEntry[V]{}}
-	if t != nil {
-		for hash, es := range t.byHash {
-			c.byHash[hash] = append([]hostEntry[V](nil), es...)
-		}
-		c.n = t.n
-	}
-	return c
-}
-
-// evict drops one entry: an idle one among the first few seen, else the
-// first seen (Go's map iteration order is random).
-func (t *hostTable[V]) evict() {
-	var victim hostKey
-	var victimHash uint64
-	i := 0
-	for hash, es := range t.byHash {
-		idle := es[0].value.idle()
-		if i == 0 || idle {
-			victim, victimHash = es[0].key, hash
-		}
-		if idle || i == evictScan-1 {
-			break
-		}
-		i++
-	}
-	es := t.byHash[victimHash]
-	for j := range es {
-		if es[j].key == victim {
-			es = append(es[:j], es[j+1:]...)
-			break
-		}
-	}
-	if len(es) == 0 {
-		delete(t.byHash, victimHash)
-	} else {
-		t.byHash[victimHash] = es
-	}
-	t.n--
-}
-
-// len returns the number of entries.
-func (h *hostMap[V]) len() int {
-	n := 0
-	for i := range h.shards {
-		if t := h.shards[i].table.Load(); t != nil {
-			n += t.n
-		}
-	}
-	return n
 }

@@ -55,7 +55,7 @@ func failOnceServer(t testing.TB) *countingServer {
 // newClient returns a client whose transport never waits between attempts.
 func newClient(t testing.TB, opts ...retryhttp.Option) *http.Client {
 	t.Helper()
-	tr := retryhttp.New(append([]retryhttp.Option{noDelay}, opts...)...)
+	tr := retryhttp.New(append([]retryhttp.Option{ownBudget(), noDelay}, opts...)...)
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }
@@ -276,7 +276,19 @@ func TestBudgetDeadBackend(t *testing.T) {
 	hits := srv.attempts.Load()
 	t.Logf("dead backend, %d GETs, 8 goroutines, one Transport with the default budget: %d attempts = %.4f× (without a budget: %d = 4×)",
 		requests, hits, float64(hits)/requests, 4*requests)
-	assert.Equal(t, int64(requests+retryhttp.DefaultRetryBudgetCapacity), hits,
+	// The first attempts, plus the ten retries of a full bucket, plus the
+	// probes of the parked retries until the host has had no success for
+	// MaxWait; from then on, nothing is parked.
+	assert.GreaterOrEqual(t, hits, int64(requests+retryhttp.DefaultRetryBudgetCapacity))
+	assert.LessOrEqual(t, hits, int64(requests+retryhttp.DefaultRetryBudgetCapacity+retryhttp.MaxProbes))
+}
+
+func TestBudgetDeadBackendParkingOff(t *testing.T) {
+	srv := deadServer(t)
+	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
+	const requests = 2000
+	getMany(t, c, srv.URL, requests, 8)
+	assert.Equal(t, int64(requests+retryhttp.DefaultRetryBudgetCapacity), srv.attempts.Load(),
 		"the first attempts, plus the ten retries of a full bucket")
 }
 
@@ -319,7 +331,8 @@ func TestBudgetSteadyState(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	c := newClient(t)
+	// The bucket alone; TestParkedSteadyFailures has parking.
+	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
 
 	getMany(t, c, srv.URL, requests, 8)
 
@@ -362,7 +375,7 @@ func TestBudgetRecovers(t *testing.T) {
 
 func TestBudgetShared(t *testing.T) {
 	srv := deadServer(t)
-	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{NoParking: true})
 	c1 := newClient(t, retryhttp.WithRetryBudget(b))
 	c2 := newClient(t, retryhttp.WithRetryBudget(b))
 
@@ -384,7 +397,7 @@ func TestBudgetOptOut(t *testing.T) {
 
 func TestBudgetPerHost(t *testing.T) {
 	a, b := deadServer(t), deadServer(t)
-	c := newClient(t)
+	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
 
 	for range 10 {
 		get(t, c, a.URL)
@@ -399,8 +412,7 @@ func TestBudgetRefusalJoinsTheNetError(t *testing.T) {
 	require.NoError(t, err)
 	url := "http://" + ln.Addr().String() + "/"
 	require.NoError(t, ln.Close())
-	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
-	c := newClient(t, retryhttp.WithRetryBudget(b))
+	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{Capacity: 1}))
 
 	_, err = c.Get(url) // one retry, then refused
 	require.Error(t, err)
@@ -417,8 +429,7 @@ func TestBudgetRefusalJoinsTheNetError(t *testing.T) {
 
 func TestBudgetRefusalReturnsTheResponse(t *testing.T) {
 	srv := deadServer(t)
-	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
-	c := newClient(t, retryhttp.WithRetryBudget(b))
+	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{Capacity: 1}))
 	get(t, c, srv.URL) // spends the token
 
 	res, err := c.Get(srv.URL)
@@ -555,7 +566,7 @@ func TestBudgetLostConnectionRetriesRefundedOnSuccess(t *testing.T) {
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
 		counted := &countingTransport{RoundTripper: base}
-		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay)
+		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay, noParking(retryhttp.RetryBudgetOptions{}))
 		for range n {
 			req, err := http.NewRequest(http.MethodGet, srv.url(), nil)
 			require.NoError(t, err)

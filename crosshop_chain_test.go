@@ -134,15 +134,20 @@ var (
 )
 
 // TestChainDeadTail measures the requests each server of the five-hop
-// chain sees when S5 answers everything with 503. Counts are exact even
-// with concurrent requests: nothing succeeds, so each Transport's budget
-// allows exactly its 10 retries, and the signal stops every other one.
+// chain sees when S5 answers everything with 503. With parking off, counts
+// are exact even with concurrent requests: nothing succeeds, so each
+// Transport's budget allows exactly its 10 retries, and the signal stops
+// every other one. With parking on (the defaults), each budget adds at
+// most the probes of its parked retries (retryhttp.MaxProbes): want is
+// then a floor, and want plus MaxProbes per budget on the way a ceiling.
 func TestChainDeadTail(t *testing.T) {
+	parkingOff := []retryhttp.Option{noParking(retryhttp.RetryBudgetOptions{})}
 	tests := []struct {
 		name     string
 		cfg      chainConfig
 		requests int
 		want     [servers]int64
+		parking  bool // the hops' budgets park: counts within probes of want
 	}{
 		{
 			name: "naive: budget off, signal off", requests: 1,
@@ -155,31 +160,41 @@ func TestChainDeadTail(t *testing.T) {
 			want: [servers]int64{10, 10, 10, 10, 40},
 		},
 		{
-			name: "budget only (no Pushback): 10 retries per hop", requests: 200,
-			cfg:  chainConfig{none: true},
+			name: "budget only, parking off (no Pushback): 10 retries per hop", requests: 200,
+			cfg:  chainConfig{none: true, opts: parkingOff},
 			want: [servers]int64{210, 220, 230, 240, 250},
 		},
 		{
-			name: "budget only, fresh chain: the first request", requests: 1,
-			cfg:  chainConfig{none: true},
+			name: "budget only, parking off, fresh chain: the first request", requests: 1,
+			cfg:  chainConfig{none: true, opts: parkingOff},
 			want: [servers]int64{4, 14, 24, 34, 44},
+		},
+		{
+			name: "budget only (no Pushback): 10 retries and the probes per hop", requests: 200,
+			cfg: chainConfig{none: true}, parking: true,
+			want: [servers]int64{210, 220, 230, 240, 250},
 		},
 		{
 			name: "budget and signal, fresh chain: the first request", requests: 1,
 			want: [servers]int64{1, 1, 1, 1, 4},
 		},
 		{
-			name: "budget and signal", requests: 1000,
+			name: "budget and signal, parking off", requests: 1000,
+			cfg:  chainConfig{opts: parkingOff},
+			want: [servers]int64{1000, 1000, 1000, 1000, 1010},
+		},
+		{
+			name: "budget and signal", requests: 1000, parking: true,
 			want: [servers]int64{1000, 1000, 1000, 1000, 1010},
 		},
 		{
 			name: "mixed: S3 without Pushback", requests: 200,
-			cfg:  chainConfig{bare: 3},
+			cfg:  chainConfig{bare: 3, opts: parkingOff},
 			want: [servers]int64{200, 200, 210, 210, 220},
 		},
 		{
 			name: "mixed: S3 unaware (no Pushback, signal off)", requests: 200,
-			cfg:  chainConfig{bare: 3, bareOpts: []retryhttp.Option{signalOff}},
+			cfg:  chainConfig{bare: 3, opts: parkingOff, bareOpts: []retryhttp.Option{signalOff}},
 			want: [servers]int64{200, 200, 210, 220, 230},
 		},
 	}
@@ -190,7 +205,17 @@ func TestChainDeadTail(t *testing.T) {
 			assert.Zero(t, c.run(t, tt.requests))
 			got := c.counts()
 			t.Logf("| %s | %d | %v | %.3f× |", tt.name, tt.requests, got, float64(got[servers-1])/float64(tt.requests))
-			assert.Equal(t, tt.want, got)
+			if !tt.parking {
+				assert.Equal(t, tt.want, got)
+				return
+			}
+			// Each budget that adds retries (one more per hop) adds at most
+			// its probes.
+			for i := range got {
+				budgets := (tt.want[i] - int64(tt.requests) + 9) / 10
+				assert.GreaterOrEqual(t, got[i], tt.want[i], "S%d", i+1)
+				assert.LessOrEqual(t, got[i], tt.want[i]+budgets*int64(retryhttp.MaxProbes), "S%d", i+1)
+			}
 		})
 	}
 }

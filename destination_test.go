@@ -214,18 +214,18 @@ func TestDestinationsMatchOrder(t *testing.T) {
 
 // TestDestinationsBudgets checks a destination's own budget, the budget
 // turned off, and the transport's budget, on three loopback servers that
-// always fail.
+// always fail. Parking is off, so that the counts are the buckets'.
 func TestDestinationsBudgets(t *testing.T) {
 	own := newCountingServer(t, always(http.StatusServiceUnavailable))
 	off := newCountingServer(t, always(http.StatusServiceUnavailable))
 	shared := newCountingServer(t, always(http.StatusServiceUnavailable))
 	d, err := retryhttp.NewDestinations(retryhttp.DestinationConfig{Destinations: []retryhttp.Destination{
-		{Host: "own.test", Budget: &retryhttp.RetryBudgetOptions{Capacity: 2}},
+		{Host: "own.test", Budget: &retryhttp.RetryBudgetOptions{Capacity: 2, NoParking: true}},
 		{Host: "off.test", NoBudget: true},
 	}})
 	require.NoError(t, err)
 	tr := newTransport(t, retryhttp.WithTransport(loopbackNames(t)), noDelay,
-		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 5})),
+		noParking(retryhttp.RetryBudgetOptions{Capacity: 5}),
 		retryhttp.WithDestinations(d))
 	for range 4 {
 		getVia(t, tr, "http://own.test:"+own.port()+"/")
@@ -244,7 +244,7 @@ func TestDestinationsBudgetKeptAcrossSet(t *testing.T) {
 	srv := newCountingServer(t, always(http.StatusServiceUnavailable))
 	cfg := func(capacity int) retryhttp.DestinationConfig {
 		return retryhttp.DestinationConfig{Destinations: []retryhttp.Destination{
-			{Host: "127.0.0.1", MaxRetries: ptr(5), Budget: &retryhttp.RetryBudgetOptions{Capacity: capacity}},
+			{Host: "127.0.0.1", MaxRetries: ptr(5), Budget: &retryhttp.RetryBudgetOptions{Capacity: capacity, NoParking: true}},
 		}}
 	}
 	d, err := retryhttp.NewDestinations(cfg(2))

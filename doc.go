@@ -27,11 +27,15 @@
 // with an error.
 //
 // What keeps retries from becoming a storm: a retry budget per destination
-// host, on by default (RetryBudget): a fresh transport gets 10 retries in a
-// row, then retries are capped at a tenth of the successes, so a dead
-// backend sees about 1.0× its callers' requests instead of 4×. A circuit
-// breaker per host is available (WithCircuitBreaker), and so is hedging of
-// idempotent requests (WithHedging), whose hedges spend the same budget.
+// host, on by default and shared by the process's Transports (RetryBudget):
+// 10 retries are sent at once, then a tenth of the successes; a retry
+// beyond that is parked until the host answers again, and released at the
+// pace the host sustains, so a short outage is ridden out while a dead
+// backend sees about 1.0× its callers' requests instead of 4×. The price is
+// waiting: in an outage a failed request waits, up to 2s or its deadline,
+// before failing. A circuit breaker per host is available
+// (WithCircuitBreaker), and so is hedging of idempotent requests
+// (WithHedging), whose hedges spend the same budget.
 // Across a chain of services, Pushback wraps a service's handler so that a
 // failure it already retried reaches its callers marked "don't retry"
 // (Retry-Pushback: no-retry), which the default policy honours: only the hop

@@ -33,7 +33,8 @@ var (
 
 	// ErrRetryBudgetExhausted is joined with the last attempt's error when
 	// that error was retryable but the destination's retry budget had no
-	// token left for another attempt (see RetryBudget). When the last
+	// token left for another attempt and the retry could not be parked, or
+	// waited parked until a bound (see RetryBudget). When the last
 	// attempt brought a response instead, that response is returned as it
 	// is, with no error (or, with WithErrorOnGiveUp, a *GiveUpError that
 	// wraps this).

@@ -116,13 +116,13 @@ func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
 // Evict fills a table with one bucket per element of idle (full when true,
 // empty when false), evicts one and returns its index.
 func Evict(idle []bool) int {
-	t := (*hostTable[*bucket])(nil).clone()
+	t := (*hostTable[*hostState])(nil).clone()
 	for i, full := range idle {
-		bk := &bucket{capacity: tokenScale}
+		bk := &hostState{capacity: tokenScale}
 		if full {
 			bk.tokens.Store(tokenScale)
 		}
-		t.byHash[uint64(i)] = []hostEntry[*bucket]{{hostKey{"http", strconv.Itoa(i)}, bk}}
+		t.byHash[uint64(i)] = []hostEntry[*hostState]{{hostKey{"http", strconv.Itoa(i)}, bk}}
 		t.n++
 	}
 	t.evict()
@@ -139,6 +139,40 @@ func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req
 
 // DepositFor exposes the budget's deposit, for benchmarks.
 func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }
+
+// MaxProbes bounds the retries a host's parked retries send as probes while
+// it fails everything, per outage: one per probeQuiet for MaxWait, and the
+// first.
+var MaxProbes = int(DefaultMaxParkedWait/probeQuiet) + 1
+
+// BudgetPacing returns the window of rawURL's host, its slots held and the
+// retries parked on it.
+func BudgetPacing(b *RetryBudget, rawURL string) (window float64, inFlight, parked int) {
+	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	if !ok {
+		return initialWindow, 0, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.p.window, h.p.inFlight, h.p.queue.n
+}
+
+// DefaultBudgetOf returns the budget t uses.
+func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
+
+// BudgetGateClosed reports whether rawURL's host has enough recent first
+// attempts for its gate to judge, and the gate is closed.
+func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
+	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	if !ok {
+		return false
+	}
+	at := b.clock()
+	okN, fail, _, _ := h.stats.recent(at)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return okN+fail >= gateMinSamples && !h.gate(at)
+}
 
 // LookupDestination reports whether a policy of d (a destination's or the
 // defaults) applies to req.

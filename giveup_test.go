@@ -35,7 +35,7 @@ func TestErrorOnGiveUp(t *testing.T) {
 			2, retryhttp.StopRetriesExhausted, retryhttp.ErrRetriesExhausted,
 			"retryhttp: giving up after 2 attempts: last status 429 Too Many Requests"},
 		{"budget refused", always(http.StatusBadGateway),
-			[]retryhttp.Option{retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1}))},
+			[]retryhttp.Option{noParking(retryhttp.RetryBudgetOptions{Capacity: 1})},
 			2, retryhttp.StopBudgetRefused, retryhttp.ErrRetryBudgetExhausted,
 			"retryhttp: giving up after 2 attempts (budget refused): last status 502 Bad Gateway"},
 		{"delay too long", retryAfterHour, []retryhttp.Option{unlimitedBudget, retryhttp.WithDelayFn(nil)},

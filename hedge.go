@@ -30,7 +30,10 @@ import (
 //     attempt fails, the last outcome is returned as the retry loop returns
 //     it.
 //
-// Every attempt after the first counts against the retry budget.
+// Every attempt after the first counts against the retry budget: it spends
+// a token, or, without one, takes a slot of the host's window if one is
+// free at once (it never parks), and gives the slot back with its outcome
+// as a parked retry does.
 func WithHedging(delay time.Duration, maxHedges int) Option {
 	return func(t *Transport) { t.hedgeDelay, t.maxHedges = delay, maxHedges }
 }
@@ -54,14 +57,15 @@ func (s *settings) hedges(req *http.Request, injected bool, body *replay) bool {
 	return s.guessIdempotent(req, injected)
 }
 
-// allow reports whether one more attempt of the hedged request may be sent:
-// a hedge, or a retry after a failed attempt. Each one spends a token of the
-// destination's retry budget, like a retry of the ordinary loop.
-func (h *hedge) allow() bool {
+// allow reports whether one more attempt of the hedged request may be sent,
+// and with what claim on the budget: a hedge, or a retry after a failed
+// attempt. Each one spends a token of the destination's retry budget, or
+// takes a free slot of its window, without waiting (RetryBudget.takeNow).
+func (h *hedge) allow() (lease, bool) {
 	if h.t.hedgeGate != nil {
-		return h.t.hedgeGate(h.body.req)
+		return lease{}, h.t.hedgeGate(h.body.req)
 	}
-	return h.s.budget.withdraw(h.body.req)
+	return h.s.budget.takeNow(h.body.req)
 }
 
 // outcome is the result of one attempt of a hedged request.
@@ -95,7 +99,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
 	h := &hedge{t: t, s: s, body: body, injected: injected, ctx: ctx,
 		results: make(chan outcome)}
-	if err := h.launch(); err != nil {
+	if err := h.launch(lease{}); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
 	timer := time.NewTimer(s.hedgeDelay)
@@ -200,19 +204,21 @@ func (h *hedge) next() (bool, error) {
 	if !h.more() {
 		return false, nil
 	}
-	if !h.allow() {
+	l, ok := h.allow()
+	if !ok {
 		h.refused = true
 		return false, nil
 	}
-	return true, h.launch()
+	return true, h.launch(l)
 }
 
-// launch sends the next attempt in a goroutine of its own, with a body of
-// its own and a context of its own, derived from the caller's.
-func (h *hedge) launch() error {
+// launch sends the next attempt, holding l, in a goroutine of its own, with
+// a body of its own and a context of its own, derived from the caller's.
+func (h *hedge) launch(l lease) error {
 	n := len(h.cancels) + 1
 	sent, err := h.t.attemptRequest(&h.body, n)
 	if err != nil {
+		l.end(h.s.budget, outNeutral, 0, 0)
 		return err
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
@@ -221,8 +227,9 @@ func (h *hedge) launch() error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		res, err := h.t.send(sent.WithContext(ctx), h.s.attemptTimeout)
-		h.s.budget.deposit(sent, res)
+		req, start := sent.WithContext(ctx), time.Now()
+		res, err := h.t.send(req, h.s.attemptTimeout)
+		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: time.Since(start), timeout: h.s.attemptTimeout}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

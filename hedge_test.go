@@ -622,7 +622,9 @@ func TestHedgeUpgradeKeepsWritableBody(t *testing.T) {
 
 func TestHedgeSpendsRetryBudget(t *testing.T) {
 	// Each hedge spends a token of the destination's retry budget: with two
-	// tokens, the first two requests are hedged and the third is not.
+	// tokens and parking off (no window to take a slot from), the first two
+	// requests are hedged and the third is not. TestHedgeTakesASlot has the
+	// window.
 	var mu sync.Mutex
 	seen := map[string]int{}
 	hs := newHedgeServer(t, func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
@@ -640,7 +642,7 @@ func TestHedgeSpendsRetryBudget(t *testing.T) {
 		}
 		io.WriteString(w, "hedge")
 	})
-	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2})
+	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2, NoParking: true})
 	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(budget))
 
 	var got []string

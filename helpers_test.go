@@ -21,6 +21,21 @@ var noDelay = retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { retu
 // reuse, concurrency); budget_test.go proves the budget.
 var unlimitedBudget = retryhttp.WithRetryBudget(nil)
 
+// ownBudget gives a transport a budget of its own, with the defaults, in
+// place of the process's shared one: tests that count retries must not
+// inherit the state of an earlier test's server on the same port. A later
+// WithRetryBudget replaces it.
+func ownBudget() retryhttp.Option {
+	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{}))
+}
+
+// noParking is a budget of its own with parking off: the token bucket
+// alone, for tests of its arithmetic.
+func noParking(opts retryhttp.RetryBudgetOptions) retryhttp.Option {
+	opts.NoParking = true
+	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(opts))
+}
+
 // countingServer is an httptest server that counts the requests it handles
 // and the connections it accepts.
 type countingServer struct {
@@ -75,7 +90,7 @@ func always(status int) handlerFn {
 // test ends, so that goleak finds no connection goroutines.
 func newTransport(t *testing.T, options ...retryhttp.Option) *retryhttp.Transport {
 	t.Helper()
-	tr := retryhttp.New(options...)
+	tr := retryhttp.New(append([]retryhttp.Option{ownBudget()}, options...)...)
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }

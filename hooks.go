@@ -143,6 +143,7 @@ type observer struct {
 	onAttempt  []func(AttemptInfo)
 	onDecision []func(Decision)
 	onCircuit  []func(host string, from, to CircuitState)
+	onPark     []func(ParkEvent) // park.go
 	logger     *slog.Logger
 }
 

@@ -241,7 +241,7 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 			name: "budget refused",
 			give: always(503),
 			opts: []retryhttp.Option{delays,
-				retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1}))},
+				retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, NoParking: true}))},
 			wantStatus: 503,
 			wantEvents: []string{
 				"attempt 1: 503", "retry 1 (status) in 10ms",

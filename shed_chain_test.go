@@ -82,7 +82,9 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 			held := occupy(t, plainClient(t), c.URL, g, 1)
 			t.Cleanup(func() { g.open(); <-held[0] })
 
-			toC := retryhttp.New(noDelay)
+			// Budgets of their own, parking off: the counts are the
+			// buckets' (budget_test.go and park_test.go test parking).
+			toC := retryhttp.New(noDelay, noParking(retryhttp.RetryBudgetOptions{}))
 			t.Cleanup(toC.CloseIdleConnections)
 			var hitsB atomic.Int64
 			var b http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +106,7 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 			srvB := httptest.NewServer(b)
 			t.Cleanup(srvB.Close)
 
-			toB := retryhttp.New(noDelay)
+			toB := retryhttp.New(noDelay, noParking(retryhttp.RetryBudgetOptions{}))
 			t.Cleanup(toB.CloseIdleConnections)
 			res, err := (&http.Client{Transport: toB}).Get(srvB.URL)
 			require.NoError(t, err)

@@ -24,7 +24,9 @@ const (
 	// limit was reached.
 	StopRetriesExhausted
 
-	// StopBudgetRefused: the destination's retry budget refused the retry.
+	// StopBudgetRefused: the destination's retry budget refused the retry:
+	// at once (no token, and it could not be parked), or after it waited
+	// parked until a bound (RetryBudget).
 	StopBudgetRefused
 
 	// StopCircuitOpen: the destination's circuit breaker is open; nothing

@@ -3,7 +3,6 @@ package retryhttp
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -47,9 +46,10 @@ type Attempt struct {
 //
 // The zero value is ready to use, with every default: up to DefaultMaxRetries
 // retries decided by DefaultShouldRetryFn, waits chosen by DefaultDelayFn, a
-// retry budget of its own per destination host (RetryBudget, made on first
-// use), no circuit breaker, and a pooled base transport from
-// github.com/hashicorp/go-cleanhttp. New applies options.
+// retry budget per destination host (RetryBudget) shared with every other
+// Transport of the process that has no budget of its own, no circuit
+// breaker, and a pooled base transport from github.com/hashicorp/go-cleanhttp.
+// New applies options.
 //
 // A Transport is safe for concurrent use by multiple goroutines. It must not
 // be copied after first use.
@@ -74,9 +74,7 @@ type Transport struct {
 	hedgeDelay time.Duration
 	maxHedges  int
 	budget     *RetryBudget // WithRetryBudget; nil with budgetSet: off
-	budgetSet  bool
-	budgetOnce sync.Once
-	ownBudget  *RetryBudget // the default budget, made on first use
+	budgetSet  bool         // else the process's default budget
 
 	breakers *breakers // WithCircuitBreaker; nil: none
 
@@ -172,7 +170,9 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 	// replay them (idempotency.go).
 	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
 		!s.guessIdempotent(req, injected)
-	refundable := false // this attempt retries a lost connection
+	var l lease              // the retry's claim on the destination's budget
+	var waited time.Duration // parked so far
+	refundable := false      // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own (for a retry, as the
 		// PrepareRetry hook rewrote it: prepare.go). A success refills
@@ -180,18 +180,17 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		// retry after a lost connection.
 		sent, err := t.attemptRequest(&body, count)
 		if err != nil {
+			l.end(s.budget, outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
 		var w *writeWatch
 		if watch {
 			sent, w = watchWrites(sent)
 		}
+		start := time.Now()
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		s.budget.deposit(sent, res)
-		if refundable {
-			s.budget.refund(sent, res)
-		}
+		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
 		a := Attempt{
 			Count: count, Req: sent, Res: res, Err: err,
 			IdempotencyKeyInjected: injected,
@@ -232,19 +231,17 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 			return res, ending{StopDeadline, count}, err
 		}
 
-		// 5. Spend a token of the destination's retry budget. Without one,
-		// stop: the last response as it is, or the last error marked as such.
-		if !s.budget.withdraw(sent) {
-			return res, ending{StopBudgetRefused, count}, errBudgetRefused(err)
-		}
+		// 5. Take the retry from the destination's budget: a token, then
+		// report the retry, let go of the response the caller will not see,
+		// and wait; or, without a token, park (park.go) until the
+		// destination answers again. Refused: the last response as it is,
+		// or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
-
-		// 6. Report the retry, let go of the response the caller will not
-		// see, and wait.
-		t.observeRetry(a, s.maxRetries, d, false)
-		discard(res)
-		if err := t.wait(ctx, d); err != nil {
-			return nil, ending{StopCanceled, count}, err
+		var why StopReason
+		if l, why, err = t.awaitRetry(ctx, &s, a, d, &waited); why == StopCanceled {
+			return nil, ending{why, count}, err
+		} else if why != 0 {
+			return res, ending{why, count}, err
 		}
 	}
 }

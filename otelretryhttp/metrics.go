@@ -1,12 +1,14 @@
 // Package otelretryhttp records the metrics of a retryhttp.Transport with
 // OpenTelemetry: logical requests and their outcomes, attempts, retries by
-// cause, final failures, retry-budget refusals, circuit states, the delays
-// chosen before retries and the attempts per request; and, with SpanEvents,
+// cause, final failures, retry-budget refusals, parked retries and each
+// host's window, circuit states, the delays chosen before retries, the time
+// retries waited parked and the attempts per request; and, with SpanEvents,
 // writes each request's retries onto its trace span.
 //
 // It lives in a module of its own so that the core module does not pull in
 // OpenTelemetry; it is built only on the core's public hooks
-// (retryhttp.WithOnAttempt, WithOnRetryDecision, WithOnCircuitStateChange),
+// (retryhttp.WithOnAttempt, WithOnRetryDecision, WithOnCircuitStateChange,
+// WithOnPark),
 // which it adds to those of the transport, without replacing them:
 //
 //	metrics, err := otelretryhttp.New(meterProvider)
@@ -58,6 +60,15 @@ const (
 	// AttemptsPerRequestName is the histogram of attempts per logical
 	// request.
 	AttemptsPerRequestName = "retryhttp.client.attempts_per_request"
+	// ParkedName counts parked retries' events, by ParkEventKey: parked,
+	// released or dropped (retryhttp.ParkEvent).
+	ParkedName = "retryhttp.client.retries.parked"
+	// ParkWaitName is the histogram of the time retries waited parked, in
+	// seconds, by ParkEventKey (released or dropped).
+	ParkWaitName = "retryhttp.client.park.wait"
+	// ParkWindowName gauges each host's window: the parked retries it lets
+	// be in flight at once.
+	ParkWindowName = "retryhttp.client.park.window"
 )
 
 // Attribute keys, besides OpenTelemetry's http.request.method,
@@ -72,6 +83,10 @@ const (
 	// retryhttp.Decision.Cause ("status", "timeout", "dns", "connection",
 	// "error" or "hedge").
 	RetryCauseKey = attribute.Key("retryhttp.retry.cause")
+
+	// ParkEventKey is the attribute that says what happened to a parked
+	// retry: retryhttp.ParkKind's String ("parked", "released", "dropped").
+	ParkEventKey = attribute.Key("retryhttp.park.event")
 )
 
 // Bucket boundaries of the histograms.
@@ -85,8 +100,9 @@ type instruments struct {
 	attrs attrCache
 
 	requests, attempts, retries, failures, refusals metric.Int64Counter
-	circuit                                         metric.Int64Gauge
-	delay                                           metric.Float64Histogram
+	parked                                          metric.Int64Counter
+	circuit, window                                 metric.Int64Gauge
+	delay, parkWait                                 metric.Float64Histogram
 	perRequest                                      metric.Int64Histogram
 }
 
@@ -135,6 +151,16 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 		metric.WithDescription("Attempts sent per logical request."),
 		metric.WithExplicitBucketBoundaries(attemptsBuckets...))
 	err = errors.Join(err, e)
+	ins.parked, e = m.Int64Counter(ParkedName, metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries without a token parked, released by the host's window, or dropped after waiting."))
+	err = errors.Join(err, e)
+	ins.parkWait, e = m.Float64Histogram(ParkWaitName, metric.WithUnit("s"),
+		metric.WithDescription("Time a parked retry waited, until released or dropped."),
+		metric.WithExplicitBucketBoundaries(delayBuckets...))
+	err = errors.Join(err, e)
+	ins.window, e = m.Int64Gauge(ParkWindowName, metric.WithUnit("{retry}"),
+		metric.WithDescription("Parked retries a destination lets be in flight at once."))
+	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +168,23 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 		retryhttp.WithOnAttempt(ins.attempt)(t)
 		retryhttp.WithOnRetryDecision(ins.decision)(t)
 		retryhttp.WithOnCircuitStateChange(ins.circuitChanged)(t)
+		retryhttp.WithOnPark(ins.park)(t)
 	}, nil
+}
+
+func (ins *instruments) park(e retryhttp.ParkEvent) {
+	a := e.Attempt
+	ctx := ctxOf(a.Req)
+	k := requestKey(kindPark, a.Req)
+	k.label = e.Kind.String()
+	opts := ins.attrs.get(k)
+	ins.parked.Add(ctx, 1, opts.add...)
+	if e.Kind != retryhttp.ParkParked {
+		ins.parkWait.Record(ctx, e.Waited.Seconds(), opts.rec...)
+	}
+	hk := requestKey(kindRequest, a.Req)
+	hk.method = ""
+	ins.window.Record(ctx, int64(e.Window), ins.attrs.get(hk).rec...)
 }
 
 func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
@@ -296,6 +338,7 @@ const (
 	kindAttempt                 // … and the status code or error.type
 	kindRetry                   // … and the retry's cause
 	kindStop                    // … and the outcome
+	kindPark                    // … and the park event
 )
 
 // attrKey identifies one set of attributes.
@@ -329,6 +372,8 @@ func (k attrKey) attrSet() attribute.Set {
 		attrs = append(attrs, RetryCauseKey.String(k.label))
 	case k.kind == kindStop:
 		attrs = append(attrs, OutcomeKey.String(k.label))
+	case k.kind == kindPark:
+		attrs = append(attrs, ParkEventKey.String(k.label))
 	}
 	return attribute.NewSet(attrs...)
 }

@@ -194,7 +194,7 @@ func TestBudgetRefusal(t *testing.T) {
 	m := newMeter(t)
 	srv, hits := newServer(t, func(int64) int { return 503 })
 	tr := newTransport(t, m, noWait,
-		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2})))
+		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2, NoParking: true})))
 
 	for i := 0; i < 2; i++ { // 2 retries, then 1 refused; then 1 refused
 		status, err := get(t, tr, srv.URL)
@@ -296,4 +296,27 @@ func TestNewWithGlobalProvider(t *testing.T) {
 	opt, err := otelretryhttp.New(nil)
 	require.NoError(t, err)
 	assert.NotNil(t, opt)
+}
+
+func TestParkedRetry(t *testing.T) {
+	m := newMeter(t)
+	srv, hits := newServer(t, func(n int64) int {
+		if n <= 2 {
+			return 503
+		}
+		return 200
+	})
+	tr := newTransport(t, m, noWait,
+		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})))
+
+	// A retry with the token, then one parked until a probe is released.
+	status, err := get(t, tr, srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, 200, status)
+	assert.EqualValues(t, 3, hits.Load())
+	got := m.collect(t)
+	assert.Equal(t, "1", got["retryhttp.client.retries.parked{http.request.method=GET,retryhttp.park.event=parked}"])
+	assert.Equal(t, "1", got["retryhttp.client.retries.parked{http.request.method=GET,retryhttp.park.event=released}"])
+	assert.Contains(t, got, "retryhttp.client.park.wait{http.request.method=GET,retryhttp.park.event=released}")
+	assert.Contains(t, got, "retryhttp.client.park.window{}")
 }

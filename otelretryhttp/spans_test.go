@@ -47,7 +47,7 @@ func TestSpanEvents(t *testing.T) {
 	noWait := retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return time.Millisecond })
 	send(retryhttp.New(noWait, otelretryhttp.SpanEvents(), retryhttp.WithRetryBudget(nil)))
 	send(retryhttp.New(noWait, otelretryhttp.SpanEvents(),
-		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1}))))
+		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, NoParking: true}))))
 
 	spans := rec.Ended()
 	require.Len(t, spans, 2)

@@ -232,8 +232,13 @@ func markedFigures(doc string) []figure {
 // during a run. A new allocation, however small, is caught by the exact
 // count of allocations.
 func tolerance(key string) float64 {
-	if strings.HasPrefix(key, "B/op ") {
+	switch {
+	case strings.HasPrefix(key, "B/op "):
 		return 0.03
+	case key == "hits/req Storm/req=dead503 retryhttp":
+		// The probes of the parked retries (at most 9 per storm of 5,000
+		// requests) depend on timing: 1.002 to 1.004.
+		return 0.002
 	}
 	return 0
 }

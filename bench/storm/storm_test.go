@@ -36,8 +36,14 @@ type library struct {
 	name      string
 	newClient func() client
 	want      float64 // server hits per logical request
+	slack     float64 // at most this much more
 	pushback  bool    // chain: retryhttp.Pushback on every server
 }
+
+// probes bounds the retries a budget's parked retries send to a dead host
+// as probes, per outage (docs/storms.md: one per 250ms for 2s, and the
+// first).
+const probes = 9
 
 func libraries() []library {
 	oneMS := retryhttp.WithDelayFn(retryhttp.CustomizedDelayFn(retryhttp.CustomizedDelayFnOptions{Base: wait, Cap: wait}))
@@ -50,8 +56,12 @@ func libraries() []library {
 	return []library{
 		{name: "no retries", newClient: ours(retryhttp.WithMaxRetries(0)), want: 1},
 		{
+			// Transports without WithRetryBudget share the process's
+			// default budget: 10 retries for the 50 clients, and the
+			// probes of the retries they park.
 			name: "retryhttp defaults", newClient: ours(),
-			want: float64(perClient+retryhttp.DefaultRetryBudgetCapacity) / perClient,
+			want:  float64(clients*perClient+retryhttp.DefaultRetryBudgetCapacity) / (clients * perClient),
+			slack: float64(probes) / (clients * perClient),
 		},
 		{name: "retryhttp, budget off", newClient: ours(retryhttp.WithRetryBudget(nil)), want: 4},
 		{
@@ -79,7 +89,10 @@ func libraries() []library {
 
 // TestAmplificationDeadBackend prints the table of docs/storms.md: 50
 // concurrent clients, each with its own transport, send 100 GETs each to a
-// loopback server that answers every request with 503.
+// loopback server that answers every request with 503. (retryhttp's
+// Transports share the process's default budget, as they do without
+// WithRetryBudget; its state of the server's host is fresh, since each
+// server has a port of its own.)
 func TestAmplificationDeadBackend(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\nMeasured amplification on a dead backend, %d clients × %d GETs:\n\n", clients, perClient)
@@ -87,8 +100,9 @@ func TestAmplificationDeadBackend(t *testing.T) {
 	for _, lib := range libraries() {
 		t.Run(lib.name, func(t *testing.T) {
 			got := amplification(t, lib.newClient)
-			fmt.Fprintf(&table, "| %s | %.2f× |\n", lib.name, got)
-			assert.InDelta(t, lib.want, got, 1e-9)
+			fmt.Fprintf(&table, "| %s | %.3f× |\n", lib.name, got)
+			assert.GreaterOrEqual(t, got, lib.want-1e-9)
+			assert.LessOrEqual(t, got, lib.want+lib.slack+1e-9)
 		})
 	}
 	t.Log(table.String())

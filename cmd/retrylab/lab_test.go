@@ -101,16 +101,22 @@ func TestHerd(t *testing.T) {
 	}
 	immediate, defaults := rows[immediatePolicy().name], rows[defaultsPolicy().name]
 	// The outage covers three eighths of the run: immediate retries send
-	// about 1 + 3·3/8 attempts per request; the shared budget, 10 retries
-	// plus a tenth of the successes.
+	// about 1 + 3·3/8 attempts per request; the defaults, 10 retries at
+	// once, then the parked retries released after the outage, about one
+	// per request that failed in it: 1 + 3/8, and the bar of 1.6.
 	assert.Greater(t, immediate.amplification, 1.6)
-	assert.Less(t, defaults.amplification, 1.3)
+	assert.Less(t, defaults.amplification, 1.6)
 	// Peaks are not compared: at this scale one bucket is 25ms, and a
 	// scheduler stall under the race detector moves requests from one
 	// bucket to the next. The counts do not depend on such timing.
 	assert.Positive(t, defaults.peak)
 	assert.Greater(t, res.herd.normal, 0.0)
 }
+
+// probes bounds the retries a budget's parked retries send to a dead host
+// as probes, per outage: one per 250ms for the 2s a host is waited for, and
+// the first (docs/storms.md).
+const probes = 9
 
 func TestChain(t *testing.T) {
 	res := runTiny(t, "chain", 20) // 4 requests to the dead tail, 20 to the flaky one
@@ -123,16 +129,17 @@ func TestChain(t *testing.T) {
 			assert.Equal(t, [hops]int64{3 * n, 9 * n, 27 * n, 81 * n, 243 * n}, r.hits)
 			assert.Zero(t, r.sum.success)
 		case r.policy.name == defaultsPolicy().name && r.tail == "dead":
-			// Each hop adds at most its budget's 10 retries.
-			assert.LessOrEqual(t, r.perRequest(), float64(r.requests+10*hops)/float64(r.requests))
+			// Each hop adds at most its budget's 10 retries and the probes
+			// of its parked retries.
+			assert.LessOrEqual(t, r.perRequest(), float64(r.requests+(10+probes)*hops)/float64(r.requests))
 			assert.Zero(t, r.sum.success)
 		case r.policy.name == crossHopPolicy().name && r.tail == "dead":
 			// Only S4, the hop above the dead tail, retries; the hops above
 			// it are told not to: S1 … S4 see each request once, and S5
-			// sees it plus at most S4's budget of 10 retries.
+			// sees it plus at most S4's budget of 10 retries and its probes.
 			n := int64(r.requests)
 			assert.Equal(t, [hops - 1]int64{n, n, n, n}, [hops - 1]int64(r.hits[:hops-1]))
-			assert.LessOrEqual(t, r.hits[hops-1], n+10)
+			assert.LessOrEqual(t, r.hits[hops-1], n+10+probes)
 			assert.Zero(t, r.sum.success)
 		default: // flaky 5%
 			assert.Less(t, r.perRequest(), 1.2, "%s, %s", r.policy.name, r.tail)
@@ -447,8 +454,12 @@ func TestFlaky(t *testing.T) {
 	// request, and 1 - 0.3^4 success.
 	assert.InDelta(t, 1.42, full.amplification, 0.3)
 	assert.Greater(t, full.sum.success, none.sum.success)
+	// At this scale (40 requests, a dozen failures) the bucket's 10 tokens
+	// cover most failures, and retries parked when the load ends are
+	// released then (the host answers): the defaults retry about as much
+	// as no budget. The gate's saving shows at scale (docs/storms.md).
 	defaults := rows[defaultsPolicy().name]
-	assert.LessOrEqual(t, defaults.amplification, full.amplification)
+	assert.LessOrEqual(t, defaults.amplification, full.amplification+0.2)
 }
 
 func TestMachineCheck(t *testing.T) {

@@ -119,13 +119,14 @@ func defaultsPolicy() policy {
 	}
 }
 
-// defaultsPerClientPolicy is defaultsPolicy with a Transport, so a budget,
-// per client: a fleet of small processes, where each budget's reserve of
-// 10 retries counts.
+// defaultsPerClientPolicy is defaultsPolicy with a Transport per client,
+// made by retryhttp.New() as code that makes one per call does: the
+// Transports share the process's default budget, so the row shows that
+// this pattern is as storm-safe as one shared Transport.
 func defaultsPerClientPolicy() policy {
 	p := defaultsPolicy()
 	p.name = "defaults, Transport per client"
-	p.about = "retryhttp.New() in every client: each has a budget of its own (10 retries in reserve)"
+	p.about = "retryhttp.New() in every client: they share the process's default budget, as Transports made per call do"
 	p.perClient = true
 	return p
 }

@@ -10,10 +10,12 @@
 //     every failure, 4^5 = 1,024 requests at S5 per client request (3^5 =
 //     243 with 3 attempts per hop, WithMaxRetries(2));
 //  2. budget only: Transports with their defaults, no retryhttp.Pushback on
-//     the servers: each hop spends its 10 retries, so S5 sees n + 50;
+//     the servers: each hop spends its 10 retries, and its parked retries
+//     send a few probes (at most 9) before the dead host refuses parking, so
+//     S5 sees at most n + 5·19;
 //  3. budget and signal: the same, with retryhttp.Pushback on every
 //     server: S4 retries, gives up and says so; S3, S2, S1 and the client
-//     pass the failure on without retrying it, so S5 sees n + 10.
+//     pass the failure on without retrying it, so S5 sees at most n + 19.
 //
 // Run it with: go run ./examples/crosshop
 package main

@@ -1,0 +1,381 @@
+package retryhttp
+
+import (
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Parameters of the pacing of parked retries. docs/storms.md explains each.
+const (
+	statSlot       = 50 * time.Millisecond  // resolution of a host's recent outcomes
+	statSlots      = 16                     // slots kept: the last 750-800ms, for the rate and latency
+	gateSlots      = 4                      // slots the gate judges by: the last 150-200ms
+	gateMinSamples = 20                     // first attempts the gate needs to judge by their share
+	gateFailShare  = 0.2                    // no release while this share of first attempts fail
+	probeQuiet     = 250 * time.Millisecond // with fewer samples: a lone probe after this long without news
+	pollInterval   = statSlot               // how often the first parked retry looks at the gate
+	initialWindow  = 4                      // parked retries in flight at first, and after idleReset
+	minWindowCap   = 10                     // the window's cap is at least this
+	capFactor      = 2                      // cap: capFactor × rate × lowest latency
+	idleReset      = 2 * time.Second        // a window unused this long starts slow again
+	minLatHold     = 10 * time.Second       // the lowest latency is kept this long unless seen again
+
+	// A successful retry slower than congestionFactor × the lowest latency
+	// of the host's first attempts, and than that plus congestionFloor,
+	// halves the window as a failure does.
+	congestionFactor = 4
+	congestionFloor  = 20 * time.Millisecond
+)
+
+// hostState is the retry state of one destination host: its bucket of
+// tokens, its recent outcomes, and its window of parked retries in flight
+// with the queue of those waiting for it.
+//
+// The bucket and the statistics are updated with atomic operations, so that
+// an attempt that needs no slot takes no lock. The window and the queue
+// change only in step, under mu.
+type hostState struct {
+	tokens   atomic.Int64 // micro-tokens
+	capacity int64
+	stats    hostStats
+	waiting  atomic.Int32 // len of the queue, for readers without mu
+	inFlight atomic.Int32 // slots held, for readers without mu
+
+	mu sync.Mutex
+	p  pacer // guarded by mu
+}
+
+func newHostState(capacity, at int64) *hostState {
+	h := &hostState{capacity: capacity}
+	h.tokens.Store(capacity)
+	// Until its first outcome, the host answers, as far as anyone knows,
+	// and never failed.
+	h.stats.lastOK.Store(at - 1)
+	h.stats.lastFail.Store(math.MinInt64 / 2)
+	h.p.window = initialWindow
+	h.p.lastSettle = at
+	return h
+}
+
+// idle reports whether forgetting the host loses nothing: a full bucket,
+// and nothing parked or in flight.
+func (h *hostState) idle() bool {
+	return h.tokens.Load() >= h.capacity && !h.busy()
+}
+
+// busy reports whether callers wait on the host, or hold its slots: its
+// state must then be kept.
+func (h *hostState) busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
+
+// hostStats are a host's recent outcomes, kept without a lock: first
+// attempts per slot of statSlot, with the lowest latency of their
+// successes, and the times of the latest success and failure of any
+// attempt. Counts may be off by the few updates that race with a slot's
+// reuse; the pacing only needs shares and orders of magnitude.
+type hostStats struct {
+	slots    [statSlots]statsSlot
+	lastOK   atomic.Int64 // budget clock of the latest successful attempt
+	lastFail atomic.Int64 // of the latest failed one
+}
+
+type statsSlot struct {
+	epoch    atomic.Int64 // which statSlot of the clock the counts are for
+	ok, fail atomic.Int64
+	minLat   atomic.Int64 // nanoseconds; 0: no success measured
+}
+
+// record counts an attempt's outcome at time at.
+func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
+	if ok {
+		// Most successes find the time recent enough and write nothing.
+		if at-st.lastOK.Load() > int64(time.Millisecond) {
+			st.lastOK.Store(at)
+		}
+	} else {
+		st.lastFail.Store(at)
+	}
+	if !first {
+		return
+	}
+	s := st.slot(at)
+	if !ok {
+		s.fail.Add(1)
+		return
+	}
+	s.ok.Add(1)
+	if lat := int64(max(latency, 1)); latency > 0 {
+		for {
+			m := s.minLat.Load()
+			if m != 0 && m <= lat || s.minLat.CompareAndSwap(m, lat) {
+				break
+			}
+		}
+	}
+}
+
+// slot returns the slot of time at, emptied if it held an older one.
+func (st *hostStats) slot(at int64) *statsSlot {
+	e := at / int64(statSlot)
+	s := &st.slots[e%statSlots]
+	if old := s.epoch.Load(); old != e && s.epoch.CompareAndSwap(old, e) {
+		s.ok.Store(0)
+		s.fail.Store(0)
+		s.minLat.Store(0)
+	}
+	return s
+}
+
+// recent returns the first attempts of the last gateSlots slots that
+// succeeded and failed, the rate of first attempts per second over all the
+// slots, and their successes' lowest latency (0 if none).
+func (st *hostStats) recent(at int64) (ok, fail int64, rate float64, minLat time.Duration) {
+	e := at / int64(statSlot)
+	var all int64
+	for i := range st.slots {
+		s := &st.slots[i]
+		se := s.epoch.Load()
+		if se > e || e-se >= statSlots {
+			continue
+		}
+		o, f := s.ok.Load(), s.fail.Load()
+		all += o + f
+		if e-se < gateSlots {
+			ok, fail = ok+o, fail+f
+		}
+		if m := time.Duration(s.minLat.Load()); m > 0 && (minLat == 0 || m < minLat) {
+			minLat = m
+		}
+	}
+	span := time.Duration(statSlots-1)*statSlot + time.Duration(at-e*int64(statSlot))
+	return ok, fail, float64(all) / span.Seconds(), minLat
+}
+
+// pacer is the window of parked retries of one host and their queue.
+type pacer struct {
+	window     float64       // parked retries (and slot-taking hedges) allowed in flight
+	ssthresh   float64       // below it the window grows by one per success; 0: the cap
+	inFlight   int           // slots held
+	released   uint64        // slots handed out so far: the number of the latest
+	halvedAt   uint64        // released when the window was last halved
+	lastSettle int64         // budget clock when a slot was last given back
+	lastMinLat time.Duration // the lowest latency seen, held for minLatHold
+	lastMinAt  int64         // when it was last seen
+	queue      waitQueue
+}
+
+// event is what happened to a host's pacing state.
+type event uint8
+
+const (
+	evPark   event = iota + 1 // a retry without a token joins the queue
+	evLeave                   // a parked retry gives up (expired, cancelled)
+	evSettle                  // an attempt that held a slot ended
+	evTake                    // a hedge asks for a slot without waiting
+	evFail                    // a circuit opened: its parked retries fail at once
+	evPoke                    // time passed, or a first attempt succeeded
+)
+
+// outcome of an attempt that held a slot.
+type slotOutcome uint8
+
+const (
+	outNeutral slotOutcome = iota // cancelled: says nothing about the host
+	outOK
+	outFailed
+)
+
+func outcomeOf(ok bool) slotOutcome {
+	if ok {
+		return outOK
+	}
+	return outFailed
+}
+
+// input is one event with its arguments.
+type input struct {
+	ev      event
+	w       *waiter       // evPark, evLeave
+	out     slotOutcome   // evSettle
+	seq     uint64        // evSettle: the number of the slot
+	lat     time.Duration // evSettle: the attempt's latency…
+	timeout time.Duration // …and its timeout, if it had one
+	owner   any           // evFail: whose parked retries fail
+}
+
+// step is the transition function of a host's pacing state: it applies in
+// at time at (on the budget's clock), then releases parked retries while
+// the gate is open and the window has room. It reports, for evTake,
+// whether a slot was granted and its number. It requires h.mu held, and
+// wakes the waiters it releases or fails without blocking.
+func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq uint64) {
+	p := &h.p
+	head := p.queue.head
+	// Lazy time: a window unused for idleReset starts slow again.
+	if p.inFlight == 0 && at-p.lastSettle > int64(idleReset) {
+		p.window, p.ssthresh = initialWindow, 0
+	}
+	switch in.ev {
+	case evPark:
+		p.queue.push(in.w)
+	case evLeave:
+		if in.w.state == waitParked {
+			p.queue.remove(in.w)
+			in.w.state = waitLeft
+		}
+	case evSettle:
+		p.inFlight--
+		p.lastSettle = at
+		limit := h.windowCap(at) // also refreshes p.lastMinLat
+		if in.out == outOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
+			in.out = outFailed // a success, but queued: the host is full
+		}
+		switch {
+		case in.out == outOK:
+			p.grow(limit)
+		case in.out == outFailed && in.seq > p.halvedAt:
+			// Halve once per round: retries released before the last
+			// halving were sent into the old window.
+			p.ssthresh = max(p.window/2, 1)
+			p.window = p.ssthresh
+			p.halvedAt = p.released
+		}
+	case evTake:
+		if p.queue.n == 0 && float64(p.inFlight) < min(p.window, h.windowCap(at)) && h.gate(at) {
+			granted, seq = true, p.take()
+		}
+	case evFail:
+		for w := p.queue.head; w != nil; {
+			next := w.next
+			if w.owner == in.owner {
+				p.queue.remove(w)
+				w.state = waitFailed
+				w.ring()
+			}
+			w = next
+		}
+	case evPoke:
+	}
+	// Release, first come first served.
+	if p.queue.n > 0 {
+		limit := min(p.window, h.windowCap(at))
+		for p.queue.n > 0 && float64(p.inFlight) < limit && h.gate(at) {
+			w := p.queue.pop()
+			w.seq = p.take()
+			w.state = waitReleased
+			w.ring()
+		}
+	}
+	// A new first waiter watches the gate (park.go).
+	if p.queue.head != head && p.queue.head != nil {
+		p.queue.head.ring()
+	}
+	h.waiting.Store(int32(p.queue.n))
+	h.inFlight.Store(int32(p.inFlight))
+	return granted, seq
+}
+
+// congested returns the latency above which a successful retry counts as
+// a failure for the window: it waited in a queue of the host, which has no
+// room for more retries. That is congestionFactor × the host's lowest
+// latency, at least that plus congestionFloor, and at least half the
+// attempt's timeout (a success that took longer was close to failing).
+func congested(minLat, timeout time.Duration) time.Duration {
+	return max(congestionFactor*minLat, minLat+congestionFloor, timeout/2)
+}
+
+// take hands out a slot and returns its number.
+func (p *pacer) take() uint64 {
+	p.inFlight++
+	p.released++
+	return p.released
+}
+
+// grow widens the window after a successful retry: by one while below the
+// threshold (slow start), then by one per window's worth of successes.
+func (p *pacer) grow(limit float64) {
+	if p.ssthresh == 0 || p.window < p.ssthresh {
+		p.window++
+	} else {
+		p.window += 1 / p.window
+	}
+	p.window = min(p.window, limit)
+}
+
+// windowCap is the most the window may be: capFactor × the host's rate of
+// first attempts × their lowest latency (the first attempts it has in
+// flight when it is fast), and at least minWindowCap. The lowest latency
+// is held for minLatHold, so that a queue which builds up during an outage
+// does not pass for the host's speed. Requires h.mu.
+func (h *hostState) windowCap(at int64) float64 {
+	_, _, rate, lat := h.stats.recent(at)
+	p := &h.p
+	if lat > 0 && (lat <= p.lastMinLat || p.lastMinLat == 0 || at-p.lastMinAt > int64(minLatHold)) {
+		p.lastMinLat, p.lastMinAt = lat, at
+	}
+	return max(minWindowCap, capFactor*rate*p.lastMinLat.Seconds())
+}
+
+// gate reports whether parked retries may be released: with enough recent
+// first attempts, while less than gateFailShare of them fail, by a margin
+// of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with fewer,
+// once no failure was heard for probeQuiet: then while the latest outcome
+// was a success, else for one probe at a time. Requires h.mu.
+func (h *hostState) gate(at int64) bool {
+	ok, fail, _, _ := h.stats.recent(at)
+	if n := float64(ok + fail); n >= gateMinSamples {
+		// Below the share by one standard deviation of a sample of n, so
+		// that a host failing more than gateFailShare at random does not
+		// open the gate by the luck of a short sample.
+		margin := math.Sqrt(n * gateFailShare * (1 - gateFailShare))
+		return float64(fail)+margin < gateFailShare*n
+	}
+	lastOK, lastFail := h.stats.lastOK.Load(), h.stats.lastFail.Load()
+	if at-lastFail < int64(probeQuiet) {
+		return false
+	}
+	return lastOK > lastFail || h.p.inFlight == 0
+}
+
+// lease is a retry's claim on its host: a slot of the window (held), to
+// give back with the attempt's outcome, or nothing.
+type lease struct {
+	host *hostState
+	seq  uint64
+	held bool
+}
+
+// end gives the slot back with the attempt's outcome, if one is held.
+func (l *lease) end(b *RetryBudget, out slotOutcome, lat, timeout time.Duration) {
+	if l == nil || !l.held {
+		return
+	}
+	l.held = false
+	h := l.host
+	h.mu.Lock()
+	h.step(b, b.clock(), input{ev: evSettle, out: out, seq: l.seq, lat: lat, timeout: timeout})
+	h.mu.Unlock()
+}
+
+// takeNow claims a retry of req without waiting: a token, or else a slot
+// of the window if parking is on, the gate is open, the window has room and
+// nothing is parked. Hedges take their attempts this way. A nil budget
+// allows everything.
+func (b *RetryBudget) takeNow(req *http.Request) (lease, bool) {
+	if b == nil {
+		return lease{}, true
+	}
+	h := b.hosts.getOrCreate(keyOf(req))
+	if h.withdraw() {
+		return lease{host: h}, true
+	}
+	if b.noParking {
+		return lease{}, false
+	}
+	h.mu.Lock()
+	granted, seq := h.step(b, b.clock(), input{ev: evTake})
+	h.mu.Unlock()
+	return lease{host: h, seq: seq, held: granted}, granted
+}

@@ -1,0 +1,286 @@
+package retryhttp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time            { return c.t }
+func (c *fakeClock) advance(d time.Duration)   { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock                 { return &fakeClock{t: time.Unix(1_000_000, 0)} }
+func (c *fakeClock) budget() *RetryBudget      { return newRetryBudget(RetryBudgetOptions{}, c.now) }
+func (h *hostState) lock(f func())             { h.mu.Lock(); defer h.mu.Unlock(); f() }
+func newTestWaiter(owner any) *waiter          { return &waiter{ch: make(chan struct{}, 1), owner: owner} }
+func (h *hostState) released(ws []*waiter) int { return countState(ws, waitReleased) }
+
+func countState(ws []*waiter, s waitState) int {
+	n := 0
+	for _, w := range ws {
+		if w.state == s {
+			n++
+		}
+	}
+	return n
+}
+
+// pacerFixture is one host's state on a fake clock, with its tokens spent
+// and a retry that just failed.
+type pacerFixture struct {
+	clock *fakeClock
+	b     *RetryBudget
+	h     *hostState
+}
+
+func newPacerFixture(t *testing.T) *pacerFixture {
+	c := newFakeClock()
+	b := c.budget()
+	h := b.hosts.getOrCreate(hostKey{"http", "example.test"})
+	for h.withdraw() {
+	}
+	h.stats.record(b.clock(), false, false, 0) // a retry just failed
+
+	return &pacerFixture{clock: c, b: b, h: h}
+}
+
+// firsts records n first attempts, failed of them failing, spread over d
+// (so that the clock ends d later), each taking lat.
+func (f *pacerFixture) firsts(n, failed int, d, lat time.Duration) {
+	for i := range n {
+		f.clock.advance(d / time.Duration(n))
+		f.h.stats.record(f.b.clock(), i >= failed, true, lat)
+	}
+}
+
+func (f *pacerFixture) step(in input) (bool, uint64) {
+	var granted bool
+	var seq uint64
+	f.h.lock(func() { granted, seq = f.h.step(f.b, f.b.clock(), in) })
+	return granted, seq
+}
+
+func (f *pacerFixture) park(n int) []*waiter {
+	ws := make([]*waiter, n)
+	for i := range ws {
+		ws[i] = newTestWaiter(nil)
+		f.step(input{ev: evPark, w: ws[i]})
+	}
+	return ws
+}
+
+func TestPacerGateHoldsWhileFirstAttemptsFail(t *testing.T) {
+	tests := []struct {
+		name   string
+		failed int // of 100 first attempts in the last 100ms
+		want   bool
+	}{
+		{name: "all fail", failed: 100, want: false},
+		{name: "20% fail", failed: 20, want: false},
+		{name: "19% fail: within the margin", failed: 19, want: false},
+		{name: "15% fail", failed: 15, want: true},
+		{name: "none fail", failed: 0, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newPacerFixture(t)
+			ws := f.park(3)
+			f.firsts(100, tt.failed, 100*time.Millisecond, 10*time.Millisecond)
+			f.step(input{ev: evPoke})
+			assert.Equal(t, tt.want, f.h.released(ws) > 0)
+		})
+	}
+}
+
+func TestPacerGateForgetsOldFailures(t *testing.T) {
+	f := newPacerFixture(t)
+	ws := f.park(1)
+	f.firsts(100, 100, 100*time.Millisecond, time.Millisecond) // an outage
+	f.step(input{ev: evPoke})
+	require.Zero(t, f.h.released(ws))
+	f.firsts(100, 0, 200*time.Millisecond, time.Millisecond) // recovery
+	f.step(input{ev: evPoke})
+	assert.Equal(t, 1, f.h.released(ws), "the outage is out of the gate's slots")
+}
+
+func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
+	f := newPacerFixture(t)
+	ws := f.park(8)
+	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
+	f.step(input{ev: evPoke})
+	// The window starts at four: the first four parked are released.
+	states := func() []waitState {
+		s := make([]waitState, len(ws))
+		for i, w := range ws {
+			s[i] = w.state
+		}
+		return s
+	}
+	r, p := waitReleased, waitParked
+	assert.Equal(t, []waitState{r, r, r, r, p, p, p, p}, states())
+	// A success frees its slot and widens the window to five: the next
+	// two are released, in order.
+	f.step(input{ev: evSettle, out: outOK, seq: ws[0].seq})
+	assert.Equal(t, []waitState{r, r, r, r, r, r, p, p}, states())
+}
+
+func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
+	f := newPacerFixture(t)
+	// 400 first attempts per second at 10ms at best: cap max(10, 2·400·0.01) = 10.
+	f.firsts(80, 0, 200*time.Millisecond, 10*time.Millisecond)
+	ws := f.park(100)
+	f.step(input{ev: evPoke})
+	settle := func(out slotOutcome) {
+		for _, w := range ws {
+			if w.state == waitReleased {
+				f.step(input{ev: evSettle, out: out, seq: w.seq})
+				w.state = waitLeft
+				return
+			}
+		}
+		t.Fatal("nothing in flight")
+	}
+	window := func() float64 { w, _, _ := f.pacing(); return w }
+	// Slow start: +1 per success.
+	for i := range 5 {
+		require.InDelta(t, float64(initialWindow+i), window(), 1e-9)
+		settle(outOK)
+	}
+	// Up to the cap.
+	for range 20 {
+		settle(outOK)
+	}
+	require.InDelta(t, 10, window(), 1e-9, "capped at max(10, 2 × rate × latency)")
+	_, inFlight, _ := f.pacing()
+	require.Equal(t, 10, inFlight)
+	// A failure halves it; the others of the same round do not.
+	settle(outFailed)
+	require.InDelta(t, 5, window(), 1e-9)
+	for range 4 {
+		settle(outFailed)
+	}
+	assert.InDelta(t, 5, window(), 1e-9, "halved once per round")
+	// Past the threshold, linear: +1 per window's worth of successes.
+	for range 5 {
+		settle(outOK)
+	}
+	assert.InDelta(t, 6, window(), 0.1)
+	// A neutral outcome (cancelled) frees the slot and changes nothing.
+	before := window()
+	settle(outNeutral)
+	assert.InDelta(t, before, window(), 1e-9)
+}
+
+func (f *pacerFixture) pacing() (float64, int, int) {
+	var w float64
+	var n, q int
+	f.h.lock(func() { w, n, q = f.h.p.window, f.h.p.inFlight, f.h.p.queue.n })
+	return w, n, q
+}
+
+func TestPacerCapFollowsRateAndLatency(t *testing.T) {
+	f := newPacerFixture(t)
+	// 2,000 first attempts per second at 20ms: cap 2·2000·0.02 = 80.
+	f.firsts(1600, 0, 800*time.Millisecond, 20*time.Millisecond)
+	var c float64
+	f.h.lock(func() { c = f.h.windowCap(f.b.clock()) })
+	assert.InDelta(t, 80, c, 8)
+	// Slow: 10 per second: the floor.
+	g := newPacerFixture(t)
+	g.firsts(8, 0, 800*time.Millisecond, 20*time.Millisecond)
+	g.h.lock(func() { c = g.h.windowCap(g.b.clock()) })
+	assert.InDelta(t, minWindowCap, c, 1e-9)
+}
+
+func TestPacerProbesOneAtATimeWithoutTraffic(t *testing.T) {
+	f := newPacerFixture(t) // its state was made by a failure, just now
+	ws := f.park(3)
+	f.step(input{ev: evPoke})
+	require.Zero(t, f.h.released(ws), "the latest news is a failure")
+	f.clock.advance(probeQuiet)
+	f.step(input{ev: evPoke})
+	require.Equal(t, 1, f.h.released(ws), "a lone probe after probeQuiet")
+	f.clock.advance(probeQuiet)
+	f.step(input{ev: evPoke})
+	require.Equal(t, 1, f.h.released(ws), "never two probes at once")
+	// The probe fails: silence again before the next.
+	f.h.stats.record(f.b.clock(), false, false, 0)
+	f.step(input{ev: evSettle, out: outFailed, seq: ws[0].seq})
+	require.Equal(t, 1, f.h.released(ws))
+	f.clock.advance(probeQuiet)
+	f.step(input{ev: evPoke})
+	require.Equal(t, 2, f.h.released(ws))
+	// It succeeds: the latest news is good, the window releases the rest.
+	f.h.stats.record(f.b.clock(), true, false, time.Millisecond)
+	f.step(input{ev: evSettle, out: outOK, seq: ws[1].seq})
+	assert.Equal(t, 3, f.h.released(ws))
+}
+
+func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
+	f := newPacerFixture(t)
+	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
+	var seq uint64
+	for i := range initialWindow {
+		var granted bool
+		granted, seq = f.step(input{ev: evTake})
+		require.True(t, granted, "slot %d", i+1)
+	}
+	granted, _ := f.step(input{ev: evTake})
+	require.False(t, granted, "the window is full")
+	f.step(input{ev: evSettle, out: outOK, seq: seq})
+	granted, _ = f.step(input{ev: evTake})
+	require.True(t, granted, "settled like a retry: the window grew, one is free")
+	granted, _ = f.step(input{ev: evTake})
+	require.True(t, granted)
+	// Nobody jumps the queue.
+	f.park(1)
+	granted, _ = f.step(input{ev: evTake})
+	assert.False(t, granted)
+}
+
+func TestPacerCircuitOpenFailsItsOwnersWaiters(t *testing.T) {
+	f := newPacerFixture(t)
+	mine, theirs := &breakers{}, &breakers{}
+	a, b := newTestWaiter(mine), newTestWaiter(theirs)
+	f.step(input{ev: evPark, w: a})
+	f.step(input{ev: evPark, w: b})
+	f.step(input{ev: evFail, owner: mine})
+	assert.Equal(t, waitFailed, a.state)
+	assert.Equal(t, waitParked, b.state)
+	assert.Len(t, a.ch, 1, "woken")
+	_, _, q := f.pacing()
+	assert.Equal(t, 1, q)
+}
+
+func TestPacerWindowStartsSlowAfterIdle(t *testing.T) {
+	f := newPacerFixture(t)
+	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
+	for range 5 {
+		_, seq := f.step(input{ev: evTake})
+		f.step(input{ev: evSettle, out: outOK, seq: seq})
+	}
+	w, _, _ := f.pacing()
+	require.Greater(t, w, 5.0)
+	f.clock.advance(idleReset + time.Millisecond)
+	f.step(input{ev: evPoke})
+	w, _, _ = f.pacing()
+	assert.InDelta(t, initialWindow, w, 1e-9)
+}
+
+func TestPacerBusyHostIsNeverEvicted(t *testing.T) {
+	c := newFakeClock()
+	b := newRetryBudget(RetryBudgetOptions{MaxHosts: 1}, c.now)
+	h := b.hosts.getOrCreate(hostKey{"http", "a.example"})
+	h.lock(func() { h.step(b, b.clock(), input{ev: evPark, w: newTestWaiter(nil)}) })
+	for i := range 100 {
+		b.hosts.getOrCreate(hostKey{"http", "h" + string(rune('a'+i%26)) + ".example"})
+	}
+	got, ok := b.hosts.get(hostKey{"http", "a.example"})
+	require.True(t, ok, "a host with a parked retry stays")
+	assert.Same(t, h, got)
+	assert.LessOrEqual(t, b.hosts.len(), 2, "the others evict each other")
+}

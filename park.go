@@ -1,0 +1,411 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// maxParkedBody bounds the body of a response that a parked retry keeps
+// while it waits: the response is returned as it is if the retry gives up,
+// and reading its body lets its connection go back to the pool meanwhile. A
+// longer body (or one that fails to read) is not parked: the retry is
+// refused at once, as without parking, with the response untouched but for
+// the bytes read, which are read again first.
+const maxParkedBody = 4 << 10
+
+// Parking runs on the real clock, as the budget does: WithClock governs
+// only the retry's delay (waited with the Clock) and the deadline check
+// before it.
+
+// awaitRetry gets the retry of attempt a under way, once the policy chose
+// it and its delay d. With a token of the destination's budget (or no
+// budget), it reports the retry, lets go of a's response and waits d.
+// Without one, it parks the retry: it keeps a's response, waits d, then
+// queues for a slot of the host's window until the host answers again,
+// within the bounds of RetryBudget; waited is the request's time parked so
+// far. It returns the retry's lease, or why to stop and the error to
+// return with a's response: the response is returned as it is, or the
+// error joined with the sentinel of the reason.
+func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, waited *time.Duration) (lease, StopReason, error) {
+	b := s.budget
+	if b == nil {
+		return t.proceed(ctx, b, lease{}, a, s.maxRetries, d, d)
+	}
+	h := b.hosts.getOrCreate(keyOf(a.Req))
+	if h.withdraw() {
+		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, d)
+	}
+	until, ok := t.parkable(ctx, s, h, a, d, *waited)
+	if !ok {
+		return lease{}, StopBudgetRefused, errBudgetRefused(a.Err)
+	}
+	if t.breakers.isOpen(a.Req) {
+		return lease{}, StopCircuitOpen, errCircuitRefused(a.Err)
+	}
+	if err := t.wait(ctx, d); err != nil {
+		discard(a.Res)
+		return lease{}, StopCanceled, err
+	}
+	if h.withdraw() { // successes may have refilled the bucket meanwhile
+		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, 0)
+	}
+	start := time.Now()
+	l, why := t.park(ctx, b, h, a, until)
+	*waited += time.Since(start)
+	switch why {
+	case 0:
+		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
+	case StopCanceled:
+		discard(a.Res)
+		return lease{}, why, ctx.Err()
+	case StopCircuitOpen:
+		return lease{}, why, errCircuitRefused(a.Err)
+	}
+	return lease{}, why, errBudgetRefused(a.Err)
+}
+
+// proceed reports the retry of a after delay d, lets go of its response
+// and waits wait (d, or nothing when it was waited already). It returns l,
+// or StopCanceled, giving l's slot back, if the caller gave up meanwhile.
+func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Attempt, maxRetries int, d, wait time.Duration) (lease, StopReason, error) {
+	t.observeRetry(a, maxRetries, d, false)
+	discard(a.Res)
+	if err := t.wait(ctx, wait); err != nil {
+		l.end(b, outNeutral, 0, 0)
+		return lease{}, StopCanceled, err
+	}
+	return l, 0, nil
+}
+
+// parkable reports whether the retry of a, after d, may be parked on h, and
+// until when: parking is on, the host had a success within MaxWait, the
+// bounds leave time to wait after d, and a's response, if any, could be
+// kept (its body read into memory).
+func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a Attempt, d, waited time.Duration) (time.Time, bool) {
+	b := s.budget
+	if b.noParking || b.clock()-h.stats.lastOK.Load() > int64(b.maxWait) {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	until := now.Add(d + b.maxWait - waited)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
+		until = deadline.Add(-s.attemptTimeout)
+	}
+	if !until.After(now.Add(d)) {
+		return time.Time{}, false
+	}
+	return until, keepResponse(a.Res)
+}
+
+// keepResponse reads res's body into memory, up to maxParkedBody, and
+// closes it, so that res can wait without holding a connection. It
+// reports false, leaving res readable as it was, if the body is longer or
+// fails to read. A nil res is kept.
+func keepResponse(res *http.Response) bool {
+	if res == nil || res.Body == nil || res.Body == http.NoBody {
+		return true
+	}
+	body := res.Body
+	buf, err := io.ReadAll(io.LimitReader(body, maxParkedBody+1))
+	if err != nil || len(buf) > maxParkedBody {
+		res.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), body), body: body}
+		return false
+	}
+	body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(buf))
+	return true
+}
+
+// prefixedBody is a body whose first bytes were read already.
+type prefixedBody struct {
+	io.Reader
+	body io.ReadCloser
+}
+
+func (p *prefixedBody) Close() error { return p.body.Close() }
+
+// park queues the retry of a on h and waits until the window releases it
+// (a nil reason and a held lease), until, the caller's cancellation, or an
+// open circuit, whichever comes first. Only the first retry in the queue
+// wakes up on its own, every pollInterval, to look at the gate (the host's
+// recent first attempts change with time alone); the others sleep until
+// their bound, or until a change of state wakes them.
+func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a Attempt, until time.Time) (lease, StopReason) {
+	w := &waiter{ch: make(chan struct{}, 1), owner: t.breakers}
+	h.mu.Lock()
+	if h.p.queue.n >= b.maxParked {
+		h.mu.Unlock()
+		return lease{}, StopBudgetRefused
+	}
+	h.step(b, b.clock(), input{ev: evPark, w: w})
+	h.mu.Unlock()
+	start := time.Now()
+	t.observePark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
+
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		h.mu.Lock()
+		state, first := w.state, h.p.queue.head == w
+		h.mu.Unlock()
+		switch state {
+		case waitReleased:
+			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Since(start)}, h)
+			return lease{host: h, seq: w.seq, held: true}, 0
+		case waitFailed:
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCircuitOpen}, h)
+			return lease{}, StopCircuitOpen
+		}
+		// The bound of the request, or the host's: no success for MaxWait.
+		sleep := min(time.Until(until), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
+		if sleep <= 0 {
+			if _, released := t.leave(b, h, w); released {
+				continue // released as it gave up: take the slot
+			}
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopBudgetRefused}, h)
+			return lease{}, StopBudgetRefused
+		}
+		if first {
+			sleep = min(sleep, pollInterval)
+		}
+		if timer == nil {
+			timer = time.NewTimer(sleep)
+		} else {
+			timer.Reset(sleep)
+		}
+		select {
+		case <-w.ch:
+		case <-timer.C:
+			h.mu.Lock()
+			h.step(b, b.clock(), input{ev: evPoke})
+			h.mu.Unlock()
+		case <-ctx.Done():
+			if l, ok := t.leave(b, h, w); ok {
+				l.end(b, outNeutral, 0, 0)
+			}
+			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCanceled}, h)
+			return lease{}, StopCanceled
+		}
+	}
+}
+
+// leave takes w out of h's queue. If the window released it meanwhile, it
+// reports true with the slot it holds.
+func (t *Transport) leave(b *RetryBudget, h *hostState, w *waiter) (lease, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.state == waitParked {
+		h.step(b, b.clock(), input{ev: evLeave, w: w})
+	}
+	return lease{host: h, seq: w.seq, held: true}, w.state == waitReleased
+}
+
+// waitState is where a parked retry stands.
+type waitState uint8
+
+const (
+	waitParked   waitState = iota // in the queue
+	waitReleased                  // given a slot
+	waitFailed                    // its circuit opened
+	waitLeft                      // gave up
+)
+
+// waiter is one parked retry. Its fields but ch are guarded by its host's
+// mu.
+type waiter struct {
+	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
+	state      waitState
+	seq        uint64 // the slot's number, once released
+	owner      any    // the circuit breakers of its Transport (evFail)
+	prev, next *waiter
+}
+
+// ring wakes w up, if it is not awake already.
+func (w *waiter) ring() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitQueue is a first-in first-out list of parked retries.
+type waitQueue struct {
+	head, tail *waiter
+	n          int
+}
+
+func (q *waitQueue) push(w *waiter) {
+	w.prev, w.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+}
+
+func (q *waitQueue) pop() *waiter {
+	w := q.head
+	q.remove(w)
+	return w
+}
+
+func (q *waitQueue) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	q.n--
+}
+
+// failParked fails at once the retries parked on the host of k by
+// Transports whose circuit breakers are owner: their circuit opened.
+func (b *RetryBudget) failParked(k hostKey, owner any) {
+	if b == nil {
+		return
+	}
+	h, ok := b.hosts.get(k)
+	if !ok || h.waiting.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.step(b, b.clock(), input{ev: evFail, owner: owner})
+	h.mu.Unlock()
+}
+
+// errCircuitRefused joins ErrCircuitOpen with the last attempt's error, or
+// returns nil when the attempt ended with a response.
+func errCircuitRefused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return joinErr(ErrCircuitOpen, err)
+}
+
+// ParkKind says what happened to a parked retry.
+type ParkKind uint8
+
+const (
+	// ParkParked: the budget had no token for the retry; it waits for a
+	// slot of the host's window.
+	ParkParked ParkKind = iota + 1
+	// ParkReleased: the window gave the retry a slot; it is sent now.
+	ParkReleased
+	// ParkDropped: the retry gave up waiting (Reason says why); the
+	// request ends.
+	ParkDropped
+)
+
+// String returns "parked", "released" or "dropped".
+func (k ParkKind) String() string {
+	switch k {
+	case ParkParked:
+		return "parked"
+	case ParkReleased:
+		return "released"
+	case ParkDropped:
+		return "dropped"
+	}
+	return "unknown"
+}
+
+// ParkEvent describes a change of a parked retry, for an OnPark hook
+// (WithOnPark). docs/storms.md describes parking.
+type ParkEvent struct {
+	// Kind says what happened.
+	Kind ParkKind
+
+	// Attempt is the attempt whose retry is parked, as a Decision's. Its
+	// response's body must not be read or closed.
+	Attempt Attempt
+
+	// Host is the destination, as scheme://host:port.
+	Host string
+
+	// Waited is how long the retry was parked, for ParkReleased and
+	// ParkDropped; it does not include the retry's delay, waited first.
+	Waited time.Duration
+
+	// Window is the host's window after the event: the parked retries it
+	// lets be in flight at once.
+	Window int
+
+	// InFlight is the number of the host's slots held after the event;
+	// Parked the number of retries parked on it.
+	InFlight, Parked int
+
+	// Reason says why a dropped retry gave up: StopBudgetRefused (a bound
+	// was reached), StopCircuitOpen or StopCanceled. Zero otherwise.
+	Reason StopReason
+}
+
+// LogLevelPark is the level of the records written to the logger of
+// WithLogger when a retry is parked ("retryhttp: parked") and when it is
+// released ("retryhttp: released"): Debug, since the retry or the giving up
+// that follows is written too. Their attributes are those of a retry's
+// record, with waited (for a release), window, in_flight and parked.
+const LogLevelPark = slog.LevelDebug
+
+// WithOnPark adds fn to the functions called when a retry is parked,
+// released or dropped (see ParkEvent and RetryBudget). Hooks run as
+// WithOnAttempt describes, and follow its rules.
+func WithOnPark(fn func(ParkEvent)) Option {
+	return func(t *Transport) {
+		if fn != nil {
+			o := t.observer()
+			o.onPark = append(o.onPark, fn)
+		}
+	}
+}
+
+// observePark completes e with h's state and reports it to the hooks and
+// the logger.
+func (t *Transport) observePark(e ParkEvent, h *hostState) {
+	o := t.obs
+	if o == nil || len(o.onPark) == 0 && (o.logger == nil || e.Kind == ParkDropped) {
+		return
+	}
+	h.mu.Lock()
+	e.Window, e.InFlight, e.Parked = int(h.p.window), h.p.inFlight, h.p.queue.n
+	h.mu.Unlock()
+	e.Host = keyOf(e.Attempt.Req).String()
+	for _, fn := range o.onPark {
+		fn(e)
+	}
+	o.logPark(e)
+}
+
+// logPark writes the record of a parked or released retry.
+func (o *observer) logPark(e ParkEvent) {
+	l, a := o.logger, e.Attempt
+	if l == nil || e.Kind == ParkDropped || a.Req == nil {
+		return
+	}
+	ctx := a.Req.Context()
+	if !l.Enabled(ctx, LogLevelPark) {
+		return
+	}
+	u := redactURL(a.Req.URL)
+	attrs := []slog.Attr{slog.String("method", method(a.Req)), slog.String("url", u), slog.Int("attempt", a.Count)}
+	if e.Kind == ParkReleased {
+		attrs = append(attrs, slog.Duration("waited", e.Waited))
+	}
+	attrs = append(attrs, slog.Int("window", e.Window), slog.Int("in_flight", e.InFlight), slog.Int("parked", e.Parked))
+	l.LogAttrs(ctx, LogLevelPark, "retryhttp: "+e.Kind.String(), attrs...)
+}

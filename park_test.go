@@ -1,0 +1,388 @@
+package retryhttp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// parkEvents counts the ParkEvents of a transport, by kind, and keeps the
+// dropped ones.
+type parkEvents struct {
+	mu         sync.Mutex
+	kinds      map[retryhttp.ParkKind]int
+	dropped    []retryhttp.ParkEvent
+	maxParked  int
+	maxWaited  time.Duration
+	lastWindow int
+}
+
+func (p *parkEvents) option() retryhttp.Option {
+	p.kinds = map[retryhttp.ParkKind]int{}
+	return retryhttp.WithOnPark(func(e retryhttp.ParkEvent) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.kinds[e.Kind]++
+		p.maxParked = max(p.maxParked, e.Parked)
+		p.maxWaited = max(p.maxWaited, e.Waited)
+		p.lastWindow = e.Window
+		if e.Kind == retryhttp.ParkDropped {
+			p.dropped = append(p.dropped, e)
+		}
+	})
+}
+
+func (p *parkEvents) count(k retryhttp.ParkKind) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kinds[k]
+}
+
+// waitParked waits until n retries are parked on url's host.
+func waitParked(t *testing.T, b *retryhttp.RetryBudget, url string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, _, parked := retryhttp.BudgetPacing(b, url)
+		return parked >= n
+	}, 30*time.Second, time.Millisecond)
+}
+
+func TestParkedRetriesSurviveABlip(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Minute})
+	var ev parkEvents
+	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+
+	const n = 20
+	statuses := make(chan int, n)
+	for range n {
+		go func() { statuses <- get(t, c, srv.URL) }()
+	}
+	// The one token goes to one retry, which fails; every other failed
+	// request parks. Then the host comes back.
+	waitParked(t, b, srv.URL, n-1)
+	down.Store(false)
+	for range n {
+		assert.Equal(t, http.StatusOK, <-statuses)
+	}
+	// Every request failed once during the outage and was retried once
+	// after it (the retry that took the token may have failed once more,
+	// and parked too).
+	assert.LessOrEqual(t, srv.attempts.Load(), int64(2*n+1))
+	assert.Equal(t, ev.count(retryhttp.ParkParked), ev.count(retryhttp.ParkReleased), "every parked retry released")
+	assert.GreaterOrEqual(t, ev.count(retryhttp.ParkParked), n-1)
+	assert.Zero(t, ev.count(retryhttp.ParkDropped))
+	_, inFlight, parked := retryhttp.BudgetPacing(b, srv.URL)
+	assert.Zero(t, inFlight+parked, "every slot given back")
+}
+
+func TestParkedDeadHostAboutOneX(t *testing.T) {
+	srv := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxWait: 300 * time.Millisecond})
+	var ev parkEvents
+	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+
+	const requests = 400
+	getMany(t, c, srv.URL, requests, 8)
+	// The first attempts, the bucket's ten retries, and at most a probe per
+	// probeQuiet while the host could still be waited for.
+	hits := srv.attempts.Load()
+	t.Logf("dead host, %d GETs: %d attempts = %.3f×", requests, hits, float64(hits)/requests)
+	assert.GreaterOrEqual(t, hits, int64(requests+10))
+	assert.LessOrEqual(t, hits, int64(requests+10+2))
+	// Once the host has had no success for MaxWait, nothing parks: the
+	// late requests are refused at once.
+	before := ev.count(retryhttp.ParkParked)
+	getMany(t, c, srv.URL, 50, 8)
+	assert.Equal(t, before, ev.count(retryhttp.ParkParked))
+}
+
+func TestParkedCancellationReturnsAtOnce(t *testing.T) {
+	srv := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Hour})
+	c := newClient(t, retryhttp.WithRetryBudget(b))
+	get(t, c, srv.URL) // spends the token
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		res, err := c.Do(req)
+		if res != nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	waitParked(t, b, srv.URL, 1)
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled parked retry still waits")
+	}
+	_, _, parked := retryhttp.BudgetPacing(b, srv.URL)
+	assert.Zero(t, parked)
+}
+
+func TestParkedWaitBounds(t *testing.T) {
+	tests := []struct {
+		name     string
+		opts     retryhttp.RetryBudgetOptions
+		deadline time.Duration // of the request's context; 0: none
+		attempt  time.Duration // WithAttemptTimeout
+		atLeast  time.Duration // the request's time, at least: the bound's
+	}{
+		{name: "MaxWait", opts: retryhttp.RetryBudgetOptions{MaxWait: 300 * time.Millisecond}, atLeast: 300 * time.Millisecond},
+		{
+			name: "deadline less one attempt timeout", opts: retryhttp.RetryBudgetOptions{MaxWait: time.Hour},
+			deadline: 3 * time.Second, attempt: 1500 * time.Millisecond, atLeast: 1500 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The host fails every request but those of the background
+			// traffic, half of which succeed: the gate stays closed, and
+			// the host is not dead.
+			var n atomic.Int64
+			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/background" && n.Add(1)%2 == 0 {
+					_, _ = io.WriteString(w, "ok")
+					return
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, "down")
+			})
+			tt.opts.Capacity = 1
+			b := retryhttp.NewRetryBudget(tt.opts)
+			var ev parkEvents
+			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithAttemptTimeout(tt.attempt), ev.option())
+			BudgetSpend(b, srv.URL)
+			sustainTraffic(t, b, srv.URL+"/background")
+
+			ctx := context.Background()
+			start := time.Now()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+			require.NoError(t, err)
+			res, err := c.Do(req)
+			elapsed := time.Since(start)
+			require.NoError(t, err, "the wait expired before the deadline: the last response, as it was")
+			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+			assert.Equal(t, "down", readAll(t, res))
+			if tt.deadline > 0 {
+				assert.NoError(t, ctx.Err(), "returned before the deadline")
+			}
+			require.Len(t, ev.dropped, 1)
+			assert.Equal(t, retryhttp.StopBudgetRefused, ev.dropped[0].Reason)
+			assert.GreaterOrEqual(t, elapsed, tt.atLeast)
+		})
+	}
+}
+
+func TestParkedPerHostLimit(t *testing.T) {
+	srv := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 3, MaxWait: 300 * time.Millisecond})
+	var ev parkEvents
+	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+	getMany(t, c, srv.URL, 40, 10)
+	assert.LessOrEqual(t, ev.maxParked, 3)
+	assert.Positive(t, ev.count(retryhttp.ParkParked))
+}
+
+func TestParkedExpiredWaitMarksPushback(t *testing.T) {
+	dead := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: 100 * time.Millisecond})
+	tr := newTransport(t, noDelay, retryhttp.WithRetryBudget(b))
+	BudgetSpend(b, dead.URL)
+	front := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, dead.URL, nil)
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			res.Body.Close()
+			w.WriteHeader(res.StatusCode)
+		})).ServeHTTP(w, r)
+	})
+	res, err := http.Get(front.URL)
+	require.NoError(t, err)
+	readAll(t, res)
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.True(t, retryhttp.HasRetrySignal(res.Header), "an expired wait is a give-up")
+}
+
+// sustainTraffic sends first attempts to url, without retries, through a
+// transport sharing b, until the test ends, and waits until the host's gate
+// is closed: a fifth or more of them fail, and no probe is released.
+func sustainTraffic(t *testing.T, b *retryhttp.RetryBudget, url string) {
+	c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				if res, err := c.Get(url); err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	require.Eventually(t, func() bool { return retryhttp.BudgetGateClosed(b, url) }, 10*time.Second, time.Millisecond)
+}
+
+// BudgetSpend empties the bucket of rawURL's host.
+func BudgetSpend(b *retryhttp.RetryBudget, rawURL string) {
+	for retryhttp.BudgetWithdraw(b, rawURL) {
+	}
+}
+
+func TestParkedCircuitOpenFailsThemAtOnce(t *testing.T) {
+	srv := deadServer(t)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 1, MaxWait: time.Hour})
+	var ev parkEvents
+	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		MinRequests: 5, FailureRatio: 0.5,
+	}))
+	BudgetSpend(b, srv.URL)
+	parked := make(chan *http.Response, 1)
+	go func() {
+		res, err := c.Get(srv.URL)
+		assert.NoError(t, err)
+		parked <- res
+	}()
+	waitParked(t, b, srv.URL, 1)
+	// The queue is full: the others fail at once, and open the circuit.
+	for range 5 {
+		get(t, c, srv.URL)
+	}
+	select {
+	case res := <-parked:
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+		assert.Equal(t, "down", readAll(t, res))
+	case <-time.After(10 * time.Second):
+		t.Fatal("an open circuit left a parked retry waiting")
+	}
+	require.Len(t, ev.dropped, 1)
+	assert.Equal(t, retryhttp.StopCircuitOpen, ev.dropped[0].Reason)
+}
+
+func TestParkedTenThousandBounded(t *testing.T) {
+	// Each request fails its first attempt with a refused connection (a
+	// port nobody listens on): cheap, and real.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String() + "/"
+	require.NoError(t, ln.Close())
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxWait: time.Hour})
+	c := newClient(t, retryhttp.WithRetryBudget(b))
+
+	const n = 10_000
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var canceled atomic.Int64
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			res, err := c.Do(req)
+			if res != nil {
+				res.Body.Close()
+			}
+			if errors.Is(err, context.Canceled) {
+				canceled.Add(1)
+			}
+		}()
+	}
+	waitParked(t, b, url, n-retryhttp.DefaultRetryBudgetCapacity)
+
+	runtime.GC()
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	perRequest := (int64(during.HeapInuse) - int64(before.HeapInuse)) / n
+	extra := runtime.NumGoroutine() - goroutines - n
+	t.Logf("%d parked: %d B of heap each (request, error, waiter), %d goroutines besides the callers'", n, perRequest, extra)
+	assert.Less(t, perRequest, int64(16<<10), "heap per parked request")
+	assert.Less(t, extra, 200, "no goroutine per parked retry")
+
+	cancel()
+	wg.Wait()
+	// All but the few that ended on their own (their probes used up their
+	// retries) were parked when cancelled, and returned.
+	assert.Greater(t, canceled.Load(), int64(n-100))
+	_, inFlight, parked := retryhttp.BudgetPacing(b, url)
+	assert.Zero(t, inFlight+parked)
+}
+
+func TestHedgeTakesASlot(t *testing.T) {
+	hs := newHedgeServer(t, slowFirst)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(b))
+	BudgetSpend(b, hs.URL) // no token left: the hedge needs a slot
+	window, _, _ := retryhttp.BudgetPacing(b, hs.URL)
+
+	res, err := c.Get(hs.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "attempt 2", readAll(t, res), "the hedge, sent with a slot, won")
+	after, inFlight, _ := retryhttp.BudgetPacing(b, hs.URL)
+	assert.Zero(t, inFlight, "its slot given back")
+	assert.GreaterOrEqual(t, after, window, "settled like a retry: a success does not shrink the window")
+	assert.Less(t, retryhttp.BudgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
+}
+
+func TestDefaultBudgetSharedByTransports(t *testing.T) {
+	// Transports made without WithRetryBudget, one per call say, share the
+	// process's default budget, as http.DefaultTransport shares
+	// connections; an explicit budget is a Transport's own.
+	a, b := retryhttp.New(), &retryhttp.Transport{}
+	own := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c := retryhttp.New(retryhttp.WithRetryBudget(own))
+	require.NotNil(t, retryhttp.DefaultBudgetOf(a))
+	assert.Same(t, retryhttp.DefaultBudgetOf(a), retryhttp.DefaultBudgetOf(b))
+	assert.Same(t, own, retryhttp.DefaultBudgetOf(c))
+	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))
+
+	// A token spent through one is gone for the other.
+	srv := deadServer(t)
+	require.True(t, retryhttp.BudgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, retryhttp.BudgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, retryhttp.BudgetTokens(own, srv.URL), 1e-9)
+}
