@@ -145,51 +145,48 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 func (h *hedge) final(o *outcome) bool {
 	a := h.attempt(o)
 	h.t.observeAttempt(a, h.s.maxRetries, true)
-	if o.res != nil && o.res.StatusCode == http.StatusSwitchingProtocols {
-		h.why = StopSuccess // an upgraded connection: nothing to retry
+	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
+	// request's body is replayable (hedges), and the limit counts every
+	// attempt sent, those still in flight included.
+	why := h.s.judge(a, true, len(h.cancels))
+	if why != 0 && why != StopRetriesExhausted {
+		h.why = why
 		return true
 	}
-	if !h.s.shouldRetry(a) {
-		h.why = settled(o.req, o.res, o.err)
-		return true
-	}
-	launched, err := h.next()
-	if err != nil {
-		discard(o.res)
-		o.res, o.err = nil, err
-		h.why = StopError
-		return true
+	// 2. Worth another attempt: launch it at once, if the limit and the
+	// budget allow it.
+	launched := false
+	if why == 0 {
+		var err error
+		if launched, err = h.next(); err != nil {
+			discard(o.res)
+			o.res, o.err = nil, err
+			h.why = StopError
+			return true
+		}
 	}
 	if launched {
 		h.t.observeRetry(a, h.s.maxRetries, 0, false)
 	}
+	// 3. Another attempt runs: let this one go.
 	if launched || h.inFlight > 0 {
 		discard(o.res)
 		h.cancels[o.n-1]()
 		return false
 	}
-	// Nothing left to wait for: the last outcome, as the retry loop returns
-	// it.
+	// 4. Nothing left to wait for: the last outcome, as the retry loop
+	// returns it, marked with why the transport gave up.
+	h.why = StopRetriesExhausted
 	if h.refused {
 		h.why = StopBudgetRefused
-		o.err = errBudgetRefused(o.err)
-		return true
 	}
-	h.why = StopRetriesExhausted
-	if o.err != nil {
-		o.err = errExhausted(len(h.cancels), o.err)
-	}
+	o.err = markGiveUp(h.why, len(h.cancels), o.err)
 	return true
 }
 
 // attempt is the Attempt of outcome o.
 func (h *hedge) attempt(o *outcome) Attempt {
-	return Attempt{
-		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
-		IdempotencyKeyInjected: h.injected,
-		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
-		RetrySignalIgnored:     h.t.noRetrySignal,
-	}
+	return h.t.newAttempt(&h.s, h.injected, o.n, o.req, o.res, o.err)
 }
 
 // more reports whether the retry limit and the budget may still allow an

@@ -191,37 +191,18 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
-		a := Attempt{
-			Count: count, Req: sent, Res: res, Err: err,
-			IdempotencyKeyInjected: injected,
-			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-			RetrySignalIgnored:     t.noRetrySignal,
-		}
+		a := t.newAttempt(&s, injected, count, sent, res, err)
 		t.observeAttempt(a, s.maxRetries, false)
-		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
-			// An upgraded connection: nothing to retry.
-			return res, ending{StopSuccess, count}, nil
+
+		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
+		// request that cannot be sent again, an outcome the policy does not
+		// retry), or out of retries: the last response as it is, or the
+		// last error marked as such. Otherwise it is worth another attempt.
+		if why := s.judge(a, body.replayable(), count); why != 0 {
+			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
 
-		// 2. Ask the policy, unless the request cannot be sent again (no
-		// retries configured, or a body that cannot be replayed).
-		if s.maxRetries == 0 || !body.replayable() {
-			return res, ending{settled(sent, res, err), count}, err
-		}
-		if !s.shouldRetry(a) {
-			return res, ending{settled(sent, res, err), count}, err
-		}
-
-		// 3. Out of retries: the last response as it is, or the last error
-		// marked as such.
-		if count > s.maxRetries {
-			if err != nil {
-				err = errExhausted(count, err)
-			}
-			return res, ending{StopRetriesExhausted, count}, err
-		}
-
-		// 4. Choose the wait. Don't wait longer than the transport allows,
+		// 3. Choose the wait. Don't wait longer than the transport allows,
 		// nor past the caller's deadline: hand over the last outcome.
 		d := max(s.delay(a), 0)
 		if d > s.maxDelay {
@@ -231,7 +212,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 			return res, ending{StopDeadline, count}, err
 		}
 
-		// 5. Take the retry from the destination's budget: a token, then
+		// 4. Take the retry from the destination's budget: a token, then
 		// report the retry, let go of the response the caller will not see,
 		// and wait; or, without a token, park (park.go) until the
 		// destination answers again. Refused: the last response as it is,
