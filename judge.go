@@ -10,12 +10,11 @@ import "net/http"
 // attempts still in flight.
 
 // newAttempt is the Attempt of one attempt's outcome: attempt n of a request
-// that runs with s, sent as req; injected says whether the transport
-// injected the request's idempotency key.
-func (t *Transport) newAttempt(s *settings, injected bool, n int, req *http.Request, res *http.Response, err error) Attempt {
+// that runs with s and whose idempotency is idem, sent as req.
+func (t *Transport) newAttempt(s *settings, idem idempotency, n int, req *http.Request, res *http.Response, err error) Attempt {
 	return Attempt{
 		Count: n, Req: req, Res: res, Err: err,
-		IdempotencyKeyInjected: injected,
+		IdempotencyKeyInjected: idem.injected,
 		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
 		RetrySignalIgnored:     t.noRetrySignal,
 	}

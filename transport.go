@@ -153,7 +153,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	req, injected, err := s.withIdempotencyKey(req)
+	req, idem, err := s.keyed(req) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
@@ -162,14 +162,14 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 	if err != nil {
 		return nil, ending{StopError, 0}, err
 	}
-	if s.hedges(req, injected, &body) {
-		return t.roundTripHedged(ctx, caller, s, body, injected)
+	if s.hedges(idem, &body) {
+		return t.roundTripHedged(ctx, caller, s, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
 	// replay them (idempotency.go).
 	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
-		!s.guessIdempotent(req, injected)
+		!idem.guessed
 	var l lease              // the retry's claim on the destination's budget
 	var waited time.Duration // parked so far
 	refundable := false      // this attempt retries a lost connection
@@ -191,7 +191,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
-		a := t.newAttempt(&s, injected, count, sent, res, err)
+		a := t.newAttempt(&s, idem, count, sent, res, err)
 		t.observeAttempt(a, s.maxRetries, false)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
