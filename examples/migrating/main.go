@@ -123,7 +123,7 @@ func main() {
 		res.Body.Close()
 	}
 	var giveUp *retryhttp.GiveUpError
-	check(errors.As(err, &giveUp) && errors.Is(err, retryhttp.ErrRetriesExhausted) && giveUp.Attempts == 5,
+	check(errors.As(err, &giveUp) && errors.Is(err, retryhttp.ErrRetriesExhausted) && giveUp.Attempts == 5 && hits.Load() == 5,
 		"error %v", err)
 	srv.Close()
 	strict.CloseIdleConnections()
