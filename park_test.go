@@ -372,8 +372,10 @@ func TestParkedTenThousandBounded(t *testing.T) {
 	var during runtime.MemStats
 	runtime.ReadMemStats(&during)
 	perRequest := (int64(during.HeapInuse) - int64(before.HeapInuse)) / n
+	stack := (int64(during.StackInuse) - int64(before.StackInuse)) / n
 	extra := runtime.NumGoroutine() - goroutines - n
-	t.Logf("%d parked: %d B of heap each (request, error, waiter), %d goroutines besides the callers'", n, perRequest, extra)
+	t.Logf("%d parked: %d B of heap each (request, error, waiter), %d B of the caller's goroutine stack each, %d goroutines besides the callers'",
+		n, perRequest, stack, extra)
 	assert.Less(t, perRequest, int64(16<<10), "heap per parked request")
 	assert.Less(t, extra, 200, "no goroutine per parked retry")
 
