@@ -105,7 +105,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 // that one made per call (&http.Client{Transport: retryhttp.New()} inside a
 // function) reuses the process's connections rather than opening a pool of
 // its own each time; CloseIdleConnections closes that shared pool's idle
-// connections.
+// connections. Likewise, Transports made without WithRetryBudget share the
+// process's default retry budget per destination, so that one made per call
+// is as storm-safe as one shared.
 func New(options ...func(*Transport)) *Transport {
 	t := &Transport{}
 	for _, option := range options {
