@@ -21,3 +21,19 @@ import (
 var sharedBase = sync.OnceValue(func() *http.Transport {
 	return cleanhttp.DefaultPooledTransport()
 })
+
+// DefaultBaseTransport returns the base transport of every Transport made
+// without WithTransport: an *http.Transport with go-cleanhttp's pooled
+// settings, shared by the whole process. Wrap it to put a RoundTripper
+// (tracing, auth) below the retries while keeping that shared connection
+// pool:
+//
+//	tr := retryhttp.New(retryhttp.WithTransport(otelhttp.NewTransport(retryhttp.DefaultBaseTransport())))
+//
+// It must not be modified (its settings are every default Transport's): for
+// a pool of your own with the same settings, use
+// cleanhttp.DefaultPooledTransport() from github.com/hashicorp/go-cleanhttp
+// and change that. docs/observability.md shows both.
+func DefaultBaseTransport() http.RoundTripper {
+	return sharedBase()
+}

@@ -62,3 +62,17 @@ func TestTransportPerCallSharesConnections(t *testing.T) {
 	assert.Eventually(t, func() bool { return closed.Load() == opened.Load() }, 5*time.Second, 10*time.Millisecond,
 		"every connection closed after CloseIdleConnections")
 }
+
+// TestDefaultBaseTransportIsTheSharedOne: the exported accessor returns the
+// very transport that Transports without WithTransport send through, with
+// go-cleanhttp's settings (a pool of idle connections per host, unlike
+// http.DefaultTransport's 2).
+func TestDefaultBaseTransportIsTheSharedOne(t *testing.T) {
+	base := retryhttp.DefaultBaseTransport()
+	assert.Same(t, retryhttp.BaseTransport(retryhttp.New()), base)
+	assert.Same(t, base, retryhttp.DefaultBaseTransport())
+	ht, ok := base.(*http.Transport)
+	require.True(t, ok, "%T", base)
+	assert.Greater(t, ht.MaxIdleConnsPerHost, http.DefaultMaxIdleConnsPerHost)
+	assert.NotSame(t, http.DefaultTransport, base)
+}

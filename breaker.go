@@ -117,8 +117,6 @@ const (
 func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
 	return func(t *Transport) {
 		t.breakers = newBreakers(settings)
-		b := t.breakers
-		b.opened = func(k hostKey) { t.retryBudget().failParked(k, b) }
 		if t.obs != nil {
 			t.breakers.observe(t.obs.onCircuit)
 		}
@@ -133,16 +131,18 @@ type breakers struct {
 
 	onStateChange func(host string, from, to CircuitState)   // the settings'
 	hooks         []func(host string, from, to CircuitState) // WithOnCircuitStateChange
-
-	// opened is called when a destination's circuit opens, to fail the
-	// retries parked on it (park.go).
-	opened func(hostKey)
 }
 
 // circuit is the breaker of one destination.
 type circuit struct {
 	host string
 	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
+
+	// parkedIn are the budgets in which the Transport's retries to the
+	// destination have parked: the transport's, a destination's own
+	// (park.go). When the circuit opens, their retries fail at once.
+	parkMu   sync.Mutex
+	parkedIn []*RetryBudget // guarded by parkMu
 }
 
 // idle reports whether the circuit is closed with no samples, so that
@@ -259,8 +259,8 @@ func (b *breakers) allow(req *http.Request) (func(*http.Response, error), error)
 		s := sample(ctx, res, err)
 		done(s)
 		b.notify.flush()
-		if s == errSampleFailed && b.opened != nil && c.cb.State() == gobreaker.StateOpen {
-			b.opened(keyOf(req))
+		if s == errSampleFailed && c.cb.State() == gobreaker.StateOpen {
+			b.failParked(c, keyOf(req))
 		}
 	}, nil
 }

@@ -40,3 +40,33 @@ func TestWithClock(t *testing.T) {
 		})
 	}
 }
+
+// TestClockDoesNotGovernParking: with a fake clock, a retry without a token
+// still parks on the real clock, until MaxWait passes without a success;
+// NoParking makes the same request end at once, as docs/testing.md advises.
+func TestClockDoesNotGovernParking(t *testing.T) {
+	for _, noParking := range []bool{false, true} {
+		srv := retryhttptest.NewServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
+		clock := retryhttptest.NewClock(time.Now())
+		// MaxWait is below the gate's quiet time for a probe: nothing is
+		// ever released.
+		b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: 100 * time.Millisecond, NoParking: noParking})
+		var ev parkEvents
+		tr := retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithRetryBudget(b), ev.option())
+		t.Cleanup(tr.CloseIdleConnections)
+		res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		require.NoError(t, err)
+		res.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+		assert.Equal(t, 2, srv.Requests(), "the first attempt and the retry of the only token")
+		if noParking {
+			assert.Zero(t, ev.count(retryhttp.ParkParked), "NoParking: refused at once")
+			assert.Len(t, clock.Sleeps(), 1, "the delay of the one retry")
+			continue
+		}
+		require.Len(t, ev.dropped, 1)
+		assert.Equal(t, retryhttp.StopBudgetRefused, ev.dropped[0].Reason)
+		assert.Greater(t, ev.dropped[0].Waited, time.Duration(0), "parked on the real clock")
+		assert.Len(t, clock.Sleeps(), 2, "the delays of both retries went through the fake clock; the parked wait did not")
+	}
+}

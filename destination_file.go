@@ -76,7 +76,7 @@ var (
 	fileDefaultKeys = []string{"maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget"}
 	fileBackoffKeys = []string{"base", "cap", "jitter"}
 	fileHedgingKeys = []string{"delay", "maxHedges"}
-	fileBudgetKeys  = []string{"ratio", "capacity", "maxHosts"}
+	fileBudgetKeys  = []string{"ratio", "capacity", "maxHosts", "noParking", "maxWait", "maxParked"}
 )
 
 // ParseDestinations reads a destinations file in JSON and validates it,
@@ -92,7 +92,7 @@ var (
 //	     "backoff": {"base": "50ms", "cap": "2s", "jitter": 0.2},
 //	     "hedging": {"delay": "100ms", "maxHedges": 1},
 //	     "retryableStatusCodes": [502, 503, 504],
-//	     "budget": {"ratio": 0.2, "capacity": 20}},
+//	     "budget": {"ratio": 0.2, "capacity": 20, "maxWait": "1s"}},
 //	    {"host": "legacy.internal", "budget": "off", "hedging": "off"}
 //	  ]
 //	}
@@ -247,6 +247,12 @@ func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, 
 				d.Budget.Capacity = p.positiveInt(v, path)
 			case "maxHosts":
 				d.Budget.MaxHosts = p.positiveInt(v, path)
+			case "noParking":
+				d.Budget.NoParking = p.boolean(v, path)
+			case "maxWait":
+				d.Budget.MaxWait = p.positiveDuration(v, path)
+			case "maxParked":
+				d.Budget.MaxParked = p.positiveInt(v, path)
 			}
 		})
 	}
@@ -309,6 +315,14 @@ func (p *fileParser) str(v json.RawMessage, path string) string {
 		p.ps.add(path, "must be a string, got %s", describe(v))
 	}
 	return s
+}
+
+func (p *fileParser) boolean(v json.RawMessage, path string) bool {
+	var b bool
+	if jsonType(v) != "boolean" || json.Unmarshal(v, &b) != nil {
+		p.ps.add(path, "must be true or false, got %s", describe(v))
+	}
+	return b
 }
 
 func (p *fileParser) integer(v json.RawMessage, path string) (int, bool) {

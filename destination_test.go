@@ -428,6 +428,12 @@ func TestParseDestinationsErrors(t *testing.T) {
 		{"budget word", `{"defaults": {"budget": "none"}}`, `retryhttp: defaults.budget: must be "transport", "off" or an object, got "none"`},
 		{"budget capacity", `{"defaults": {"budget": {"capacity": 0}}}`, "retryhttp: defaults.budget.capacity: must be a positive whole number, got 0"},
 		{"budget ratio", `{"defaults": {"budget": {"ratio": -0.1}}}`, "retryhttp: defaults.budget.ratio: must be a positive number, got -0.1"},
+		{"budget noParking", `{"defaults": {"budget": {"noParking": "yes"}}}`, `retryhttp: defaults.budget.noParking: must be true or false, got "yes"`},
+		{"budget maxWait", `{"defaults": {"budget": {"maxWait": "0s"}}}`, `retryhttp: defaults.budget.maxWait: must be a positive duration, got "0s"`},
+		{"budget maxWait number", `{"defaults": {"budget": {"maxWait": 2}}}`,
+			`retryhttp: defaults.budget.maxWait: must be a duration string such as "250ms" or "2s", got 2`},
+		{"budget maxParked", `{"destinations": [{"host": "a.test", "budget": {"maxParked": -1}}]}`,
+			"retryhttp: destinations[0].budget.maxParked: must be a positive whole number, got -1"},
 		{"status code", `{"defaults": {"retryableStatusCodes": [503, 200]}}`,
 			"retryhttp: defaults.retryableStatusCodes[1]: must be a status code from 400 to 599, got 200"},
 		{"status code twice", `{"defaults": {"retryableStatusCodes": [503, 503]}}`, "retryhttp: defaults.retryableStatusCodes[1]: 503 is listed twice"},
@@ -450,20 +456,23 @@ func TestParseDestinationsErrors(t *testing.T) {
 // TestParseDestinationsFull reads a file that uses every key.
 func TestParseDestinationsFull(t *testing.T) {
 	cfg, err := retryhttp.ParseDestinations([]byte(`{
-		"defaults": {"maxRetries": 2, "budget": {"ratio": 0.2, "capacity": 20, "maxHosts": 64}},
+		"defaults": {"maxRetries": 2, "budget": {"ratio": 0.2, "capacity": 20, "maxHosts": 64,
+			"noParking": false, "maxWait": "1500ms", "maxParked": 500}},
 		"destinations": [
 			{"name": "payments", "host": "payments.internal:8443", "maxRetries": 0, "hedging": "off", "budget": "off"},
 			{"host": "*.search.internal", "attemptTimeout": "800ms",
 			 "backoff": {"base": "50ms", "cap": "2s", "jitter": 0},
 			 "hedging": {"delay": "100ms", "maxHedges": 1},
 			 "retryableStatusCodes": [502, 503, 504], "budget": "transport"},
-			{"host": "legacy.internal", "retryableStatusCodes": [], "backoff": null}
+			{"host": "legacy.internal", "retryableStatusCodes": [], "backoff": null},
+			{"host": "batch.internal", "budget": {"noParking": true}}
 		]
 	}`))
 	require.NoError(t, err)
 	want := retryhttp.DestinationConfig{
 		Defaults: retryhttp.Destination{MaxRetries: ptr(2),
-			Budget: &retryhttp.RetryBudgetOptions{Ratio: 0.2, Capacity: 20, MaxHosts: 64}},
+			Budget: &retryhttp.RetryBudgetOptions{Ratio: 0.2, Capacity: 20, MaxHosts: 64,
+				MaxWait: 1500 * time.Millisecond, MaxParked: 500}},
 		Destinations: []retryhttp.Destination{
 			{Name: "payments", Host: "payments.internal:8443", MaxRetries: ptr(0),
 				Hedging: &retryhttp.DestinationHedging{}, NoBudget: true},
@@ -472,6 +481,7 @@ func TestParseDestinationsFull(t *testing.T) {
 				Hedging:              &retryhttp.DestinationHedging{Delay: 100 * time.Millisecond, MaxHedges: 1},
 				RetryableStatusCodes: []int{502, 503, 504}},
 			{Host: "legacy.internal", RetryableStatusCodes: []int{}},
+			{Host: "batch.internal", Budget: &retryhttp.RetryBudgetOptions{NoParking: true}},
 		},
 	}
 	assert.Equal(t, want, cfg)
@@ -492,6 +502,10 @@ func TestDestinationsSetErrors(t *testing.T) {
 			"retryhttp: defaults.match: not allowed in defaults: defaults apply to every request"},
 		{"budget and no budget", retryhttp.DestinationConfig{Defaults: retryhttp.Destination{Budget: &retryhttp.RetryBudgetOptions{}, NoBudget: true}},
 			"retryhttp: defaults.budget: set a budget of its own or no budget, not both"},
+		{"negative maxWait", retryhttp.DestinationConfig{Defaults: retryhttp.Destination{Budget: &retryhttp.RetryBudgetOptions{MaxWait: -time.Second}}},
+			`retryhttp: defaults.budget.maxWait: must be a positive duration (zero means the default, 2s), got "-1s"`},
+		{"negative maxParked", retryhttp.DestinationConfig{Defaults: retryhttp.Destination{Budget: &retryhttp.RetryBudgetOptions{MaxParked: -1}}},
+			"retryhttp: defaults.budget.maxParked: must be positive (zero means the default, 10000), got -1"},
 		{"negative timeout", retryhttp.DestinationConfig{Defaults: retryhttp.Destination{AttemptTimeout: ptr(-time.Second)}},
 			`retryhttp: defaults.attemptTimeout: must not be negative (zero means none), got "-1s"`},
 		{"negative hedges", retryhttp.DestinationConfig{Defaults: retryhttp.Destination{Hedging: &retryhttp.DestinationHedging{MaxHedges: -1}}},
@@ -539,6 +553,7 @@ func FuzzParseDestinations(f *testing.F) {
 		`{"defaults": {"maxRetries": 2, "backoff": {"base": "10ms", "cap": "1s", "jitter": 0.5}}}`,
 		`{"destinations": [{"name": "p", "host": "a.test:8443", "maxRetries": 0, "budget": "off", "hedging": "off"}]}`,
 		`{"destinations": [{"host": "*.a.test", "hedging": {"delay": "5ms", "maxHedges": 2}, "budget": {"capacity": 3}}]}`,
+		`{"defaults": {"budget": {"noParking": true, "maxWait": "1s", "maxParked": 5}}}`,
 		`{"destinations": [{"host": "[::1]:80", "retryableStatusCodes": [502]}, {"host": "*.a.test"}]}`,
 		`{"destinations": [{"host": "a.test", "backoff": {"base": "-1s"}}]}`,
 		`[1, 2]`, `"x"`, `{"destinations": null}`,

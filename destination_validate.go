@@ -155,6 +155,12 @@ func validatePolicy(ps *problems, path string, d Destination) {
 		if b.MaxHosts < 0 {
 			ps.add(path+".budget.maxHosts", "must be positive (zero means the default, 1024), got %d", b.MaxHosts)
 		}
+		if b.MaxWait < 0 {
+			ps.add(path+".budget.maxWait", "must be a positive duration (zero means the default, 2s), got %q", b.MaxWait.String())
+		}
+		if b.MaxParked < 0 {
+			ps.add(path+".budget.maxParked", "must be positive (zero means the default, 10000), got %d", b.MaxParked)
+		}
 	}
 }
 

@@ -253,3 +253,22 @@ func (h *hostMap[V]) len() int {
 	}
 	return n
 }
+
+// each calls fn with every entry until fn returns false. It takes no lock:
+// it reads each shard's table as it is when reached, so a host added or
+// evicted meanwhile may be seen or not.
+func (h *hostMap[V]) each(fn func(hostKey, V) bool) {
+	for i := range h.shards {
+		t := h.shards[i].table.Load()
+		if t == nil {
+			continue
+		}
+		for _, es := range t.byHash {
+			for _, e := range es {
+				if !fn(e.key, e.value) {
+					return
+				}
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Levels of the records written to the logger of WithLogger.
@@ -35,7 +36,8 @@ const (
 //	attempt       the number of the attempt just made (1 for the first);
 //	              for giving up, the number of attempts sent
 //	max_attempts  the request's retry limit plus one
-//	delay         the wait before the retry (retries only)
+//	delay         the wait before the retry (retries only), rounded to
+//	              0.1 ms (to 1 µs below 1 ms): 9.2ms, not 9.159045ms
 //	status        the response's status code, if the attempt brought one
 //	error         otherwise, its error, with the request's URL replaced by
 //	              the url above
@@ -83,7 +85,7 @@ func (o *observer) log(d Decision) {
 		slog.Int("attempt", a.Count),
 		slog.Int("max_attempts", d.MaxRetries+1))
 	if d.Retry {
-		attrs = append(attrs, slog.Duration("delay", d.Delay))
+		attrs = append(attrs, slog.Duration("delay", roundDelay(d.Delay)))
 	}
 	switch {
 	case a.Res != nil:
@@ -93,6 +95,15 @@ func (o *observer) log(d Decision) {
 	}
 	attrs = append(attrs, slog.String("reason", reason))
 	l.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// roundDelay rounds a retry's wait for a log record: to 0.1 ms, or to 1 µs
+// below 1 ms, so that a short wait does not print as 0.
+func roundDelay(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(100 * time.Microsecond)
 }
 
 // method returns req's method, with net/http's meaning of "".

@@ -581,3 +581,24 @@ func deadURL(t *testing.T) string {
 	require.NoError(t, l.Close())
 	return "http://" + addr
 }
+
+func TestLogRoundsDelays(t *testing.T) {
+	for _, tt := range []struct {
+		delay time.Duration
+		want  string
+	}{
+		{1234567 * time.Nanosecond, "delay=1.2ms"},
+		{512345 * time.Nanosecond, "delay=512µs"},
+		{0, "delay=0s"},
+	} {
+		srv := newCountingServer(t, statusThen(503, 1))
+		var out strings.Builder
+		tr := newTransport(t,
+			retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return tt.delay }),
+			retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
+		status, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
+		require.NoError(t, err)
+		assert.Equal(t, 200, status)
+		assert.Contains(t, out.String(), " "+tt.want+" ", "delay %v", tt.delay)
+	}
+}

@@ -43,6 +43,7 @@ type hostState struct {
 	stats    hostStats
 	waiting  atomic.Int32 // len of the queue, for readers without mu
 	inFlight atomic.Int32 // slots held, for readers without mu
+	window   atomic.Int32 // p.window rounded down, for readers without mu
 
 	mu sync.Mutex
 	p  pacer // guarded by mu
@@ -56,6 +57,7 @@ func newHostState(capacity, at int64) *hostState {
 	h.stats.lastOK.Store(at - 1)
 	h.stats.lastFail.Store(math.MinInt64 / 2)
 	h.p.window = initialWindow
+	h.window.Store(initialWindow)
 	h.p.lastSettle = at
 	return h
 }
@@ -274,6 +276,7 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	}
 	h.waiting.Store(int32(p.queue.n))
 	h.inFlight.Store(int32(p.inFlight))
+	h.window.Store(int32(p.window))
 	return granted, seq
 }
 

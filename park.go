@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // maxParkedBody bounds the body of a response that a parked retry keeps
@@ -136,13 +138,9 @@ func (p *prefixedBody) Close() error { return p.body.Close() }
 // their bound, or until a change of state wakes them.
 func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a Attempt, until time.Time) (lease, StopReason) {
 	w := &waiter{ch: make(chan struct{}, 1), owner: t.breakers}
-	h.mu.Lock()
-	if h.p.queue.n >= b.maxParked {
-		h.mu.Unlock()
+	if !t.breakers.park(a.Req, b, func() bool { return b.enqueue(h, w) }) {
 		return lease{}, StopBudgetRefused
 	}
-	h.step(b, b.clock(), input{ev: evPark, w: w})
-	h.mu.Unlock()
 	start := time.Now()
 	t.observePark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
 
@@ -272,6 +270,66 @@ func (q *waitQueue) remove(w *waiter) {
 	}
 	w.prev, w.next = nil, nil
 	q.n--
+}
+
+// enqueue parks w on h, unless MaxParked retries are parked there already.
+func (b *RetryBudget) enqueue(h *hostState, w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.p.queue.n >= b.maxParked {
+		return false
+	}
+	h.step(b, b.clock(), input{ev: evPark, w: w})
+	return true
+}
+
+// park calls enqueue, which parks a retry of req in budget in, and
+// records in on the circuit of req's destination, so that the retry fails
+// at once when the circuit opens (failParked), whichever budget it parked
+// in: the transport's, or a destination's own. Both happen under the
+// circuit's parkMu, as failParked's work does, so that a circuit opening
+// meanwhile either finds the retry parked or is open before it parks (the
+// retry fails at once here). Without breakers, it only calls enqueue.
+func (bs *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool) bool {
+	if bs == nil {
+		return enqueue()
+	}
+	c := bs.hosts.getOrCreate(keyOf(req))
+	c.parkMu.Lock()
+	defer c.parkMu.Unlock()
+	if !enqueue() {
+		return false
+	}
+	k := keyOf(req)
+	kept := c.parkedIn[:0]
+	found := false
+	for _, b := range c.parkedIn {
+		// Forget the budgets where nothing is parked on the host: none of
+		// this transport's retries, which park under parkMu, waits there.
+		if h, ok := b.hosts.get(k); b == in || ok && h.waiting.Load() > 0 {
+			kept = append(kept, b)
+			found = found || b == in
+		}
+	}
+	clear(c.parkedIn[len(kept):])
+	c.parkedIn = kept
+	if !found {
+		c.parkedIn = append(c.parkedIn, in)
+	}
+	if c.cb.State() == gobreaker.StateOpen {
+		in.failParked(k, bs) // it opened before: the retry fails at once
+	}
+	return true
+}
+
+// failParked fails at once this transport's retries parked on the host of
+// k, in every budget they parked in: its circuit c opened.
+func (bs *breakers) failParked(c *circuit, k hostKey) {
+	c.parkMu.Lock()
+	defer c.parkMu.Unlock()
+	for _, b := range c.parkedIn {
+		b.failParked(k, bs)
+	}
 }
 
 // failParked fails at once the retries parked on the host of k by

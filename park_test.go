@@ -298,6 +298,40 @@ func TestParkedCircuitOpenFailsThemAtOnce(t *testing.T) {
 	assert.Equal(t, retryhttp.StopCircuitOpen, ev.dropped[0].Reason)
 }
 
+// TestParkedCircuitOpenFailsThemInADestinationBudget: the same, with the
+// retry parked in a destination's own budget, not the transport's.
+func TestParkedCircuitOpenFailsThemInADestinationBudget(t *testing.T) {
+	srv := deadServer(t)
+	d, err := retryhttp.NewDestinations(retryhttp.DestinationConfig{Destinations: []retryhttp.Destination{
+		{Host: "127.0.0.1", Budget: &retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 1, MaxWait: time.Hour}},
+	}})
+	require.NoError(t, err)
+	var ev parkEvents
+	c := newClient(t, retryhttp.WithDestinations(d), ev.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		MinRequests: 5, FailureRatio: 0.5,
+	}))
+	parked := make(chan *http.Response, 1)
+	go func() {
+		res, err := c.Get(srv.URL) // one retry spends the token, the next parks
+		assert.NoError(t, err)
+		parked <- res
+	}()
+	require.Eventually(t, func() bool { return ev.count(retryhttp.ParkParked) == 1 }, 30*time.Second, time.Millisecond)
+	// The queue is full: the others fail at once, and open the circuit.
+	for range 5 {
+		get(t, c, srv.URL)
+	}
+	select {
+	case res := <-parked:
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+		assert.Equal(t, "down", readAll(t, res))
+	case <-time.After(10 * time.Second):
+		t.Fatal("an open circuit left a retry parked in a destination's budget waiting")
+	}
+	require.Len(t, ev.dropped, 1)
+	assert.Equal(t, retryhttp.StopCircuitOpen, ev.dropped[0].Reason)
+}
+
 func TestParkedTenThousandBounded(t *testing.T) {
 	// Each request fails its first attempt with a refused connection (a
 	// port nobody listens on): cheap, and real.
@@ -338,8 +372,10 @@ func TestParkedTenThousandBounded(t *testing.T) {
 	var during runtime.MemStats
 	runtime.ReadMemStats(&during)
 	perRequest := (int64(during.HeapInuse) - int64(before.HeapInuse)) / n
+	stack := (int64(during.StackInuse) - int64(before.StackInuse)) / n
 	extra := runtime.NumGoroutine() - goroutines - n
-	t.Logf("%d parked: %d B of heap each (request, error, waiter), %d goroutines besides the callers'", n, perRequest, extra)
+	t.Logf("%d parked: %d B of heap each (request, error, waiter), %d B of the caller's goroutine stack each, %d goroutines besides the callers'",
+		n, perRequest, stack, extra)
 	assert.Less(t, perRequest, int64(16<<10), "heap per parked request")
 	assert.Less(t, extra, 200, "no goroutine per parked retry")
 

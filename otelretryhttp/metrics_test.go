@@ -58,6 +58,10 @@ func (m *meter) collect(t *testing.T) map[string]string {
 				for _, dp := range data.DataPoints {
 					got[md.Name+labels(dp.Attributes)] = strconv.FormatInt(dp.Value, 10)
 				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range data.DataPoints {
+					got[md.Name+labels(dp.Attributes)] = strconv.FormatFloat(dp.Value, 'f', -1, 64)
+				}
 			case metricdata.Histogram[int64]:
 				for _, dp := range data.DataPoints {
 					got[md.Name+labels(dp.Attributes)] = strconv.FormatUint(dp.Count, 10) + "/" + strconv.FormatInt(dp.Sum, 10)

@@ -115,6 +115,12 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
 	flag.StringVar(&cfg.out, "out", cfg.out, "directory for the report: SVG charts and index.html")
 	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
+	// go run builds the program in a cache directory, whose path os.Args[0]
+	// would print as the program's name: the usage names it as it is run.
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: go run ./cmd/retrylab [flags]\n\nFlags:\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -1,0 +1,42 @@
+package retryhttp_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp"
+)
+
+// Hedging a slow backend: the first attempt hangs, so after 10ms the
+// transport sends a second one alongside it; the second answers, wins, and
+// the first is cancelled.
+func ExampleWithHedging() {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			<-r.Context().Done() // hangs until the transport cancels it
+			return
+		}
+		fmt.Fprint(w, "fast")
+	}))
+	defer srv.Close()
+
+	tr := retryhttp.New(retryhttp.WithHedging(10*time.Millisecond, 1))
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	res, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	fmt.Println(res.StatusCode, string(body), "attempt", retryhttp.AttemptFromRequest(res.Request))
+	// Output:
+	// 200 fast attempt 2
+}
