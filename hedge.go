@@ -48,13 +48,14 @@ func SetHedging(ctx context.Context, delay time.Duration, maxHedges int) context
 	})
 }
 
-// hedges reports whether req is hedged: hedging is on, the request may be
-// sent more than once, and it is guessed idempotent.
-func (s *settings) hedges(req *http.Request, injected bool, body *replay) bool {
+// hedges reports whether a request of idempotency idem and body body is
+// hedged: hedging is on, the request may be sent more than once, and it is
+// guessed idempotent (idempotency.go).
+func (s *settings) hedges(idem idempotency, body *replay) bool {
 	if s.hedgeDelay <= 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
 		return false
 	}
-	return s.guessIdempotent(req, injected)
+	return idem.guessed
 }
 
 // allow reports whether one more attempt of the hedged request may be sent,
@@ -80,11 +81,11 @@ type outcome struct {
 // roundTripHedged touches it, then, once it has chosen the outcome, collect;
 // attempts report through results.
 type hedge struct {
-	t        *Transport
-	s        settings // copies, so that RoundTrip's own stay on its stack
-	body     replay
-	injected bool
-	ctx      context.Context // the caller's
+	t    *Transport
+	s    settings // copies, so that RoundTrip's own stay on its stack
+	body replay
+	idem idempotency     // the request's, computed once (idempotency.go)
+	ctx  context.Context // the caller's
 
 	results  chan outcome         // every attempt sends exactly one
 	wg       sync.WaitGroup       // one per attempt goroutine
@@ -95,9 +96,9 @@ type hedge struct {
 }
 
 // roundTripHedged sends req's attempts in parallel as WithHedging describes.
-func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s settings, body replay, injected bool) (*http.Response, ending, error) {
+func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s settings, body replay, idem idempotency) (*http.Response, ending, error) {
 	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
-	h := &hedge{t: t, s: s, body: body, injected: injected, ctx: ctx,
+	h := &hedge{t: t, s: s, body: body, idem: idem, ctx: ctx,
 		results: make(chan outcome)}
 	if err := h.launch(lease{}); err != nil {
 		return nil, ending{StopError, 0}, err
@@ -145,51 +146,48 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 func (h *hedge) final(o *outcome) bool {
 	a := h.attempt(o)
 	h.t.observeAttempt(a, h.s.maxRetries, true)
-	if o.res != nil && o.res.StatusCode == http.StatusSwitchingProtocols {
-		h.why = StopSuccess // an upgraded connection: nothing to retry
+	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
+	// request's body is replayable (hedges), and the limit counts every
+	// attempt sent, those still in flight included.
+	why := h.s.judge(a, true, len(h.cancels))
+	if why != 0 && why != StopRetriesExhausted {
+		h.why = why
 		return true
 	}
-	if !h.s.shouldRetry(a) {
-		h.why = settled(o.req, o.res, o.err)
-		return true
-	}
-	launched, err := h.next()
-	if err != nil {
-		discard(o.res)
-		o.res, o.err = nil, err
-		h.why = StopError
-		return true
+	// 2. Worth another attempt: launch it at once, if the limit and the
+	// budget allow it.
+	launched := false
+	if why == 0 {
+		var err error
+		if launched, err = h.next(); err != nil {
+			discard(o.res)
+			o.res, o.err = nil, err
+			h.why = StopError
+			return true
+		}
 	}
 	if launched {
 		h.t.observeRetry(a, h.s.maxRetries, 0, false)
 	}
+	// 3. Another attempt runs: let this one go.
 	if launched || h.inFlight > 0 {
 		discard(o.res)
 		h.cancels[o.n-1]()
 		return false
 	}
-	// Nothing left to wait for: the last outcome, as the retry loop returns
-	// it.
+	// 4. Nothing left to wait for: the last outcome, as the retry loop
+	// returns it, marked with why the transport gave up.
+	h.why = StopRetriesExhausted
 	if h.refused {
 		h.why = StopBudgetRefused
-		o.err = errBudgetRefused(o.err)
-		return true
 	}
-	h.why = StopRetriesExhausted
-	if o.err != nil {
-		o.err = errExhausted(len(h.cancels), o.err)
-	}
+	o.err = markGiveUp(h.why, len(h.cancels), o.err)
 	return true
 }
 
 // attempt is the Attempt of outcome o.
 func (h *hedge) attempt(o *outcome) Attempt {
-	return Attempt{
-		Count: o.n, Req: o.req, Res: o.res, Err: o.err,
-		IdempotencyKeyInjected: h.injected,
-		IdempotencyKeyHonored:  h.s.idempotencyKeysHonored,
-		RetrySignalIgnored:     h.t.noRetrySignal,
-	}
+	return h.t.newAttempt(&h.s, h.idem, o.n, o.req, o.res, o.err)
 }
 
 // more reports whether the retry limit and the budget may still allow an

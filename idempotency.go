@@ -78,6 +78,25 @@ func SetIdempotencyKeysHonored(ctx context.Context, honored bool) context.Contex
 	})
 }
 
+// idempotency is what the transport knows of one request's idempotency,
+// computed once per request (roundTrip) and passed down: to the Attempts
+// the policies see, to the choice of hedging (hedges) and to the watch of
+// writes (watchWrites).
+type idempotency struct {
+	injected bool // the transport injected the request's key (withIdempotencyKey)
+	guessed  bool // guessed idempotent by the default rules (guessIdempotent)
+}
+
+// keyed returns the request to send for req, with a key if it needs one
+// (withIdempotencyKey), and that request's idempotency.
+func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) {
+	req, injected, err := s.withIdempotencyKey(req)
+	if err != nil {
+		return req, idempotency{}, err
+	}
+	return req, idempotency{injected: injected, guessed: s.guessIdempotent(req, injected)}, nil
+}
+
 // withIdempotencyKey returns the request to send for req: req itself, or, if
 // it needs a key, a shallow copy of it with its own headers and a fresh key.
 // It reports whether it injected a key.

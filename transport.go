@@ -155,7 +155,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	req, injected, err := s.withIdempotencyKey(req)
+	req, idem, err := s.keyed(req) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
@@ -164,14 +164,14 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 	if err != nil {
 		return nil, ending{StopError, 0}, err
 	}
-	if s.hedges(req, injected, &body) {
-		return t.roundTripHedged(ctx, caller, s, body, injected)
+	if s.hedges(idem, &body) {
+		return t.roundTripHedged(ctx, caller, s, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
 	// replay them (idempotency.go).
 	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
-		!s.guessIdempotent(req, injected)
+		!idem.guessed
 	var l lease              // the retry's claim on the destination's budget
 	var waited time.Duration // parked so far
 	refundable := false      // this attempt retries a lost connection
@@ -193,37 +193,18 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
-		a := Attempt{
-			Count: count, Req: sent, Res: res, Err: err,
-			IdempotencyKeyInjected: injected,
-			IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-			RetrySignalIgnored:     t.noRetrySignal,
-		}
+		a := t.newAttempt(&s, idem, count, sent, res, err)
 		t.observeAttempt(a, s.maxRetries, false)
-		if res != nil && res.StatusCode == http.StatusSwitchingProtocols {
-			// An upgraded connection: nothing to retry.
-			return res, ending{StopSuccess, count}, nil
+
+		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
+		// request that cannot be sent again, an outcome the policy does not
+		// retry), or out of retries: the last response as it is, or the
+		// last error marked as such. Otherwise it is worth another attempt.
+		if why := s.judge(a, body.replayable(), count); why != 0 {
+			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
 
-		// 2. Ask the policy, unless the request cannot be sent again (no
-		// retries configured, or a body that cannot be replayed).
-		if s.maxRetries == 0 || !body.replayable() {
-			return res, ending{settled(sent, res, err), count}, err
-		}
-		if !s.shouldRetry(a) {
-			return res, ending{settled(sent, res, err), count}, err
-		}
-
-		// 3. Out of retries: the last response as it is, or the last error
-		// marked as such.
-		if count > s.maxRetries {
-			if err != nil {
-				err = errExhausted(count, err)
-			}
-			return res, ending{StopRetriesExhausted, count}, err
-		}
-
-		// 4. Choose the wait. Don't wait longer than the transport allows,
+		// 3. Choose the wait. Don't wait longer than the transport allows,
 		// nor past the caller's deadline: hand over the last outcome.
 		d := max(s.delay(a), 0)
 		if d > s.maxDelay {
@@ -233,7 +214,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 			return res, ending{StopDeadline, count}, err
 		}
 
-		// 5. Take the retry from the destination's budget: a token, then
+		// 4. Take the retry from the destination's budget: a token, then
 		// report the retry, let go of the response the caller will not see,
 		// and wait; or, without a token, park (park.go) until the
 		// destination answers again. Refused: the last response as it is,
