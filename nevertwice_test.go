@@ -1,7 +1,6 @@
 package retryhttp_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
@@ -27,107 +26,52 @@ import (
 // or any request carrying Idempotency-Key), then returns only the replay's
 // outcome.
 
-// dyingServer is an HTTP/1.1 server on a raw listener. Request 1 warms a
-// keep-alive connection up; request 2, the one under test, is acted on, and
-// then the server dies without answering: it closes the connection and,
-// with refuse, its listener, so that the port refuses connections until
-// restart. Every request after the warm-up counts as a side effect.
+// dyingServer is a rawServer that dies: request 1 warms a keep-alive
+// connection up; request 2, the one under test, is acted on, and then the
+// server closes the connection without answering and, with refuse, its
+// listener, so that the port refuses connections until restart. Every
+// request after the warm-up counts as a side effect, the restarted
+// server's included.
 type dyingServer struct {
-	addr    string
-	refuse  bool
-	effects atomic.Int64
-	n       atomic.Int64
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	t       *testing.T
+	first   atomic.Pointer[rawServer]
+	servers []*rawServer // the first, and the restarted one
 }
 
 func newDyingServer(t *testing.T, refuse bool) *dyingServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := &dyingServer{addr: ln.Addr().String(), refuse: refuse, conns: map[net.Conn]struct{}{}}
-	s.serve(ln)
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *dyingServer) url() string { return "http://" + s.addr }
-
-func (s *dyingServer) serve(ln net.Listener) {
-	s.mu.Lock()
-	s.ln = ln
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	d := &dyingServer{t: t}
+	first := newRawServer(t, func(n int64) reply {
+		if n != 2 {
+			return replyWith(http.StatusOK, []byte("ok"))
+		}
+		return func(*net.TCPConn) bool { // die before answering
+			if refuse {
+				d.first.Load().ln.Close()
 			}
-			s.mu.Lock()
-			s.conns[c] = struct{}{}
-			s.mu.Unlock()
-			s.wg.Add(1)
-			go s.serveConn(c)
+			return false
 		}
-	}()
+	})
+	d.first.Store(first)
+	d.servers = []*rawServer{first}
+	return d
 }
 
-func (s *dyingServer) serveConn(c net.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		c.Close()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-	}()
-	br := bufio.NewReader(c)
-	for {
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		if _, err := io.Copy(io.Discard, req.Body); err != nil {
-			return
-		}
-		n := s.n.Add(1)
-		if n > 1 {
-			s.effects.Add(1) // the work is done
-		}
-		if n == 2 {
-			// Die before answering.
-			if s.refuse {
-				s.mu.Lock()
-				s.ln.Close()
-				s.mu.Unlock()
-			}
-			return
-		}
-		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
-			return
-		}
-	}
-}
+func (d *dyingServer) url() string { return d.servers[0].url() }
 
 // restart listens again on the same port, as a restarted server does.
-func (s *dyingServer) restart(t *testing.T) {
-	ln, err := net.Listen("tcp", s.addr)
-	require.NoError(t, err)
-	s.serve(ln)
+func (d *dyingServer) restart() {
+	d.servers = append(d.servers, newRawServerAt(d.t, d.servers[0].ln.Addr().String(),
+		func(int64) reply { return replyWith(http.StatusOK, []byte("ok")) }))
 }
 
-func (s *dyingServer) close() {
-	s.mu.Lock()
-	s.ln.Close()
-	for c := range s.conns {
-		c.Close()
+// effects returns the side effects so far: every request but the warm-up.
+func (d *dyingServer) effects() int64 {
+	n := int64(-1)
+	for _, s := range d.servers {
+		n += s.requests.Load()
 	}
-	s.mu.Unlock()
-	s.wg.Wait()
+	return n
 }
 
 // neverTwiceKinds are the requests of the never-twice probe, with the side
@@ -174,7 +118,7 @@ func TestNeverTwiceServerDiesThenRefuses(t *testing.T) {
 			retryhttp.SetSleep(tr, func(ctx context.Context, d time.Duration) error {
 				if !restarted { // the refusing window ends during the wait
 					restarted = true
-					srv.restart(t)
+					srv.restart()
 				}
 				return ctx.Err()
 			})
@@ -184,7 +128,7 @@ func TestNeverTwiceServerDiesThenRefuses(t *testing.T) {
 			if err == nil {
 				readAll(t, res)
 			}
-			assert.Equal(t, k.want, srv.effects.Load(), "side effects at the server (err %v)", err)
+			assert.Equal(t, k.want, srv.effects(), "side effects at the server (err %v)", err)
 			if k.want == 1 {
 				require.Error(t, err, "the caller learns the request failed")
 				assert.NotErrorIs(t, err, syscall.ECONNREFUSED, "a refused replay must not be reported as the request's fate")
@@ -211,7 +155,7 @@ func TestNeverTwiceServerDiesThenAnswers(t *testing.T) {
 			if err == nil {
 				readAll(t, res)
 			}
-			assert.Equal(t, k.want, srv.effects.Load(), "side effects at the server (err %v)", err)
+			assert.Equal(t, k.want, srv.effects(), "side effects at the server (err %v)", err)
 			if k.want == 1 {
 				assert.Error(t, err, "the caller learns the request failed")
 			}

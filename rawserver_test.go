@@ -38,7 +38,13 @@ type reply func(c *net.TCPConn) bool
 
 func newRawServer(t *testing.T, choose func(n int64) reply) *rawServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newRawServerAt(t, "127.0.0.1:0", choose)
+}
+
+// newRawServerAt is newRawServer listening on addr.
+func newRawServerAt(t *testing.T, addr string, choose func(n int64) reply) *rawServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	s := &rawServer{ln: ln, choose: choose, open: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
