@@ -35,17 +35,18 @@ import (
 // free at once (it never parks), and gives the slot back with its outcome
 // as a parked retry does.
 func WithHedging(delay time.Duration, maxHedges int) Option {
-	return func(t *Transport) { t.hedgeDelay, t.maxHedges = delay, maxHedges }
+	return option(withHedging(delay, maxHedges))
 }
 
 // SetHedging returns a context that makes requests sent with it hedge as
 // WithHedging(delay, maxHedges) says, whatever the transport's setting; a
 // delay or a maxHedges of zero or less turns hedging off for them.
 func SetHedging(ctx context.Context, delay time.Duration, maxHedges int) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.hedgeDelay, o.maxHedges = delay, maxHedges
-		o.set |= setHedging
-	})
+	return withOverride(ctx, "hedging", withHedging(delay, maxHedges))
+}
+
+func withHedging(delay time.Duration, maxHedges int) patch {
+	return func(s *settings) { s.hedgeDelay, s.maxHedges = delay, maxHedges }
 }
 
 // hedges reports whether a request of idempotency idem and body body is

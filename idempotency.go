@@ -34,17 +34,18 @@ const DefaultIdempotencyKeyHeader = "Idempotency-Key"
 // same header: names are case-insensitive. Read the key of a request as sent
 // with IdempotencyKey, not Header.Get.
 func WithIdempotencyKeys(enabled bool) Option {
-	return func(t *Transport) { t.noIdempotencyKeys = !enabled }
+	return option(withIdempotencyKeys(enabled))
 }
 
 // SetIdempotencyKeys returns a context that turns the injection of
 // idempotency keys on or off for requests sent with it, whatever the
 // transport's setting.
 func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.idempotencyKeys = enabled
-		o.set |= setIdempotencyKeys
-	})
+	return withOverride(ctx, "idempotencyKeys", withIdempotencyKeys(enabled))
+}
+
+func withIdempotencyKeys(enabled bool) patch {
+	return func(s *settings) { s.idempotencyKeys = enabled }
 }
 
 // WithIdempotencyKeyHeader sets the name of the header that carries injected
@@ -54,7 +55,11 @@ func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
 // transport's error. Whatever the name, a request that already carries
 // Idempotency-Key or X-Idempotency-Key (even empty) gets no other key.
 func WithIdempotencyKeyHeader(name string) Option {
-	return func(t *Transport) { t.idempotencyKeyHeader = name }
+	if name == "" {
+		name = DefaultIdempotencyKeyHeader
+	}
+	canonical := http.CanonicalHeaderKey(name)
+	return option(func(s *settings) { s.idempotencyKeyHeader, s.idempotencyKeyName = name, canonical })
 }
 
 // WithIdempotencyKeysHonored tells the transport whether the servers it calls
@@ -65,17 +70,18 @@ func WithIdempotencyKeyHeader(name string) Option {
 // sent, but retries of non-idempotent requests stay limited to failures that
 // prove the request was not processed.
 func WithIdempotencyKeysHonored(honored bool) Option {
-	return func(t *Transport) { t.idempotencyKeysHonored = honored }
+	return option(withIdempotencyKeysHonored(honored))
 }
 
 // SetIdempotencyKeysHonored returns a context that makes requests sent with
 // it behave as WithIdempotencyKeysHonored(honored) says, whatever the
 // transport's setting.
 func SetIdempotencyKeysHonored(ctx context.Context, honored bool) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.idempotencyKeysHonored = honored
-		o.set |= setIdempotencyKeysHonored
-	})
+	return withOverride(ctx, "idempotencyKeysHonored", withIdempotencyKeysHonored(honored))
+}
+
+func withIdempotencyKeysHonored(honored bool) patch {
+	return func(s *settings) { s.idempotencyKeysHonored = honored }
 }
 
 // idempotency is what the transport knows of one request's idempotency,
@@ -102,7 +108,7 @@ func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) 
 // It reports whether it injected a key.
 func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, error) {
 	if !s.idempotencyKeys || defaultRetryPolicy.idempotentMethod(req.Method) ||
-		carriesKey(req.Header, s.idempotencyKeyHeader) {
+		carriesKey(req.Header, s.idempotencyKeyName) {
 		return req, false, nil
 	}
 	key, err := uuid.NewRandom() // crypto/rand
@@ -204,10 +210,11 @@ func writtenFirst(err error) bool {
 }
 
 // carriesKey reports whether the caller put a key on h, under either usual
-// name or under name, in any case; an empty or nil value counts (net/http
-// reads a nil Idempotency-Key as "replayable, send no header").
-func carriesKey(h http.Header, name string) bool {
-	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key", http.CanonicalHeaderKey(name)} {
+// name or under canonical, a name in canonical form, in any case; an empty
+// or nil value counts (net/http reads a nil Idempotency-Key as "replayable,
+// send no header").
+func carriesKey(h http.Header, canonical string) bool {
+	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key", canonical} {
 		if _, ok := lookupHeader(h, n); ok {
 			return true
 		}

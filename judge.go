@@ -16,7 +16,7 @@ func (t *Transport) newAttempt(s *settings, idem idempotency, n int, req *http.R
 		Count: n, Req: req, Res: res, Err: err,
 		IdempotencyKeyInjected: idem.injected,
 		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-		RetrySignalIgnored:     t.noRetrySignal,
+		RetrySignalIgnored:     !s.retrySignal,
 	}
 }
 

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -54,36 +55,17 @@ type Attempt struct {
 // A Transport is safe for concurrent use by multiple goroutines. It must not
 // be copied after first use.
 type Transport struct {
-	transport            http.RoundTripper
-	shouldRetryFn        ShouldRetryFn
-	delayFn              DelayFn
-	maxRetries           int
-	maxRetriesSet        bool
-	preventRetryWithBody bool
-	attemptTimeout       time.Duration
-	maxDelay             time.Duration
-	bodyBufferLimit      int64
-	bodyBufferLimitSet   bool
+	// The settings each request starts from (options.go): the options'
+	// patches, in order, and the settings they resolve to, on first use.
+	patches  []patch
+	resolved atomic.Pointer[settings]
 
-	noIdempotencyKeys      bool // the zero value injects keys
-	noRetrySignal          bool // the zero value honours and reports it
-	noAttemptHeader        bool // the zero value numbers retries
-	idempotencyKeyHeader   string
-	idempotencyKeysHonored bool
-
-	hedgeDelay time.Duration
-	maxHedges  int
-	budget     *RetryBudget // WithRetryBudget; nil with budgetSet: off
-	budgetSet  bool         // else the process's default budget
-
-	breakers *breakers // WithCircuitBreaker; nil: none
-
-	destinations *Destinations // WithDestinations; nil: none
-
-	obs *observer // hooks and logger (hooks.go, log.go); nil: none
-
-	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
-	errorOnGiveUp bool                      // WithErrorOnGiveUp
+	// The parts options plug in.
+	transport    http.RoundTripper         // WithTransport; nil: the shared one (base.go)
+	breakers     *breakers                 // WithCircuitBreaker; nil: none
+	destinations *Destinations             // WithDestinations; nil: none
+	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
+	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
 
 	// Seams for tests: nil means time.Now and a real timer.
 	now   func() time.Time
@@ -133,18 +115,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var refused error
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
-			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
-			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, -1)
+			s := t.settings(req)
+			s.pushback(req, ending{StopCircuitOpen, 0}, nil)
+			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, s.maxRetries)
 			return nil, refused
 		}
 	}
 	s := t.settings(req) // once: one destination policy throughout
 	res, e, err := t.roundTrip(req, s)
-	t.pushback(req, e, res)
+	// A success with nothing to tell a breaker or the hooks: Pushback and
+	// WithErrorOnGiveUp have nothing to do with it either.
+	if e.why == StopSuccess && done == nil && t.obs == nil {
+		return res, err
+	}
+	s.pushback(req, e, res)
 	if done != nil {
 		done(res, err)
 	}
-	if t.errorOnGiveUp {
+	if s.errorOnGiveUp {
 		res, err = giveUp(e, res, err) // giveup.go
 	}
 	t.observeStop(req, e, res, err, s.maxRetries)
