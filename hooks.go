@@ -183,7 +183,8 @@ func (t *Transport) observeStop(req *http.Request, e ending, res *http.Response,
 		return
 	}
 	if maxRetries < 0 { // not resolved yet
-		maxRetries = t.settings(req).maxRetries
+		var own settings
+		maxRetries = t.settings(req, &own).maxRetries
 	}
 	t.obs.decide(Decision{
 		Attempt:    Attempt{Count: e.attempts, Req: req, Res: res, Err: err},

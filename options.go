@@ -241,11 +241,13 @@ func (t *Transport) base() *settings {
 	return &s
 }
 
-// settings returns what req runs with: the transport's settings, patched by
-// the destination policy that matches req (WithDestinations), then by req's
-// context's overrides (Set…). A request that neither concerns costs no copy
-// and, in a process that never made an override, no context lookup.
-func (t *Transport) settings(req *http.Request) settings {
+// settings returns what req runs with: the transport's settings, or, when
+// a destination policy matches req (WithDestinations) or its context
+// carries overrides (Set…), own, made a copy of them patched by the policy
+// and then by the overrides. A request that neither concerns costs no copy
+// and, in a process that never made an override, no context lookup. The
+// settings returned must not be modified.
+func (t *Transport) settings(req *http.Request, own *settings) *settings {
 	s := t.base()
 	var p *destPolicy
 	if t.destinations != nil {
@@ -253,7 +255,7 @@ func (t *Transport) settings(req *http.Request) settings {
 	}
 	o := contextOverrides(req.Context())
 	if p == nil && o == nil {
-		return *s
+		return s
 	}
 	c := patching.Get().(*settings)
 	*c = *s
@@ -263,10 +265,10 @@ func (t *Transport) settings(req *http.Request) settings {
 	if o != nil {
 		o.apply(c)
 	}
-	r := *c
+	*own = *c
 	*c = settings{}
 	patching.Put(c)
-	return r
+	return own
 }
 
 // patching holds the copies of the settings that patches are applied to. A

@@ -114,6 +114,11 @@ type retryPolicy struct {
 }
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {
+	// 1xx, 2xx and 3xx are answers, whatever their headers say: the usual
+	// case, decided first.
+	if answered(a) {
+		return false
+	}
 	// The caller gave up: nobody is waiting for a retry.
 	if callerGone(a.Req) {
 		return false
@@ -143,10 +148,6 @@ func (p retryPolicy) shouldRetryErr(a Attempt) bool {
 
 func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	code := a.Res.StatusCode
-	// 1xx, 2xx and 3xx are answers, whatever their headers say.
-	if code < 400 {
-		return false
-	}
 	// A server behind this one already retried, or gave up: pass it on.
 	if !a.RetrySignalIgnored && HasRetrySignal(a.Res.Header) {
 		return false
@@ -163,22 +164,27 @@ func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	return false
 }
 
+// answered reports whether a brought a response below 400: an answer,
+// which no policy of this package retries, whatever its headers say.
+func answered(a Attempt) bool {
+	return a.Err == nil && a.Res != nil && a.Res.StatusCode < 400
+}
+
 // idempotent reports whether sending the attempt's request twice is guessed
-// harmless: its method is idempotent, or it carries an idempotency key that
-// the caller set, or one the transport injected for a server known to honour
-// keys.
+// harmless: its method is idempotent (checked first: no header lookups for
+// a GET), or it carries an idempotency key that the caller set, or one the
+// transport injected for a server known to honour keys.
 func (p retryPolicy) idempotent(a Attempt) bool {
 	if a.Req == nil {
 		return false
 	}
-	if a.IdempotencyKeyInjected {
-		if a.IdempotencyKeyHonored {
-			return true
-		}
-	} else if hasIdempotencyKey(a.Req.Header) {
+	if p.idempotentMethod(a.Req.Method) {
 		return true
 	}
-	return p.idempotentMethod(a.Req.Method)
+	if a.IdempotencyKeyInjected {
+		return a.IdempotencyKeyHonored
+	}
+	return hasIdempotencyKey(a.Req.Header)
 }
 
 // idempotentMethod reports whether method is in the policy's list.
@@ -209,6 +215,9 @@ func hasIdempotencyKey(h http.Header) bool {
 // canonical form, also when the caller set it in the map under another case
 // (h["idempotency-key"] = ...), which Header.Get does not see.
 func lookupHeader(h http.Header, canonical string) ([]string, bool) {
+	if len(h) == 0 {
+		return nil, false
+	}
 	if v, ok := h[canonical]; ok {
 		return v, true
 	}

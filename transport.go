@@ -115,13 +115,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var refused error
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
-			s := t.settings(req)
+			var own settings
+			s := t.settings(req, &own)
 			s.pushback(req, ending{StopCircuitOpen, 0}, nil)
 			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, s.maxRetries)
 			return nil, refused
 		}
 	}
-	s := t.settings(req) // once: one destination policy throughout
+	var own settings          // what req runs with, if not the transport's settings
+	s := t.settings(req, &own) // once: one destination policy throughout
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
@@ -140,7 +142,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
+func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
 	req, idem, err := s.keyed(req) // idempotency.go: once per request
@@ -148,12 +150,12 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	body, err := newReplay(req, &s)
+	body, err := newReplay(req, s)
 	if err != nil {
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(idem, &body) {
-		return t.roundTripHedged(ctx, caller, s, body, idem)
+		return t.roundTripHedged(ctx, caller, *s, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
@@ -181,7 +183,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
-		a := t.newAttempt(&s, idem, count, sent, res, err)
+		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.observeAttempt(a, s.maxRetries, false)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
@@ -209,7 +211,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		// or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
-		if l, why, err = t.awaitRetry(ctx, &s, a, d, &waited); why == StopCanceled {
+		if l, why, err = t.awaitRetry(ctx, s, a, d, &waited); why == StopCanceled {
 			return nil, ending{why, count}, err
 		} else if why != 0 {
 			return res, ending{why, count}, err
