@@ -90,25 +90,36 @@ func withIdempotencyKeysHonored(honored bool) patch {
 // writes (watchWrites).
 type idempotency struct {
 	injected bool // the transport injected the request's key (withIdempotencyKey)
-	guessed  bool // guessed idempotent by the default rules (guessIdempotent)
+	guessed  bool // guessed idempotent by the default rules (keyed)
 }
 
 // keyed returns the request to send for req, with a key if it needs one
-// (withIdempotencyKey), and that request's idempotency.
+// (withIdempotencyKey), and that request's idempotency: guessed idempotent
+// by the default rules (see DefaultShouldRetryFn) if its method is
+// idempotent, or it carries the caller's key, or one the transport injected
+// for servers known to honour keys.
 func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) {
+	// The usual case first: an idempotent method needs no key, and is
+	// guessed idempotent whatever its headers.
+	if defaultRetryPolicy.idempotentMethod(req.Method) {
+		return req, idempotency{guessed: true}, nil
+	}
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		return req, idempotency{}, err
 	}
-	return req, idempotency{injected: injected, guessed: s.guessIdempotent(req, injected)}, nil
+	if injected {
+		return req, idempotency{injected: true, guessed: s.idempotencyKeysHonored}, nil
+	}
+	return req, idempotency{guessed: hasIdempotencyKey(req.Header)}, nil
 }
 
-// withIdempotencyKey returns the request to send for req: req itself, or, if
-// it needs a key, a shallow copy of it with its own headers and a fresh key.
-// It reports whether it injected a key.
+// withIdempotencyKey returns the request to send for req, whose method is
+// not idempotent: req itself, or, if it needs a key, a shallow copy of it
+// with its own headers and a fresh key. It reports whether it injected a
+// key.
 func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, error) {
-	if !s.idempotencyKeys || defaultRetryPolicy.idempotentMethod(req.Method) ||
-		carriesKey(req.Header, s.idempotencyKeyName) {
+	if !s.idempotencyKeys || carriesKey(req.Header, s.idempotencyKeyName) {
 		return req, false, nil
 	}
 	key, err := uuid.NewRandom() // crypto/rand
@@ -132,18 +143,6 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 		r.Header[strings.ToLower(s.idempotencyKeyHeader)] = []string{key.String()}
 	}
 	return &r, true, nil
-}
-
-// guessIdempotent reports whether sending req twice is guessed harmless by
-// the default rules (see DefaultShouldRetryFn): its method is idempotent, or
-// it carries the caller's key, or one the transport injected for servers
-// known to honour keys. injected says whether req's key was injected.
-func (s *settings) guessIdempotent(req *http.Request, injected bool) bool {
-	return defaultRetryPolicy.idempotent(Attempt{
-		Req:                    req,
-		IdempotencyKeyInjected: injected,
-		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-	})
 }
 
 // A dial error proves that a request never left the client only if nothing
