@@ -9,6 +9,18 @@ import (
 
 // Attempt describes one attempt at sending a request, as seen by a
 // ShouldRetryFn or a DelayFn after the attempt.
+//
+// Its first four fields are those of github.com/justinrixx/retryhttp's
+// Attempt. The three booleans after them are kept on purpose, as part of the
+// API: they are what a policy needs to know of the request that the request
+// itself does not show (whether its key was injected, and the transport's
+// settings for keys and for the cross-hop signal), so that a ShouldRetryFn,
+// DefaultShouldRetryFn and any policy wrapping it included, stays a pure
+// function of its Attempt, which a test can build as a literal. Their zero
+// values read an Attempt as one built without them would be: a key on the
+// request is the caller's, injected keys are not known to be honoured, and
+// the signal is honoured. A policy that passes the Attempt on unchanged
+// passes them on.
 type Attempt struct {
 	// Count is the number of attempts made so far, this one included: 1
 	// after the first attempt.
