@@ -134,7 +134,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, refused
 		}
 	}
-	var own settings          // what req runs with, if not the transport's settings
+	var own settings           // what req runs with, if not the transport's settings
 	s := t.settings(req, &own) // once: one destination policy throughout
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
