@@ -248,3 +248,31 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedFastPathSameOutcome checks that the idempotency of a request
+// sent with one of the package's policies (keyed's fast path for idempotent
+// methods) is what the full rules give: same request sent, same guess.
+func TestKeyedFastPathSameOutcome(t *testing.T) {
+	methods := []string{"", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete, http.MethodPost, http.MethodPatch, "get"}
+	headers := []http.Header{nil, {}, {"Idempotency-Key": {"k"}}, {"x-idempotency-key": {""}}}
+	for _, m := range methods {
+		for _, h := range headers {
+			for _, honored := range []bool{false, true} {
+				req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+				req.Method, req.Header = m, h
+				fast, slow := defaultSettings(), defaultSettings()
+				fast.idempotencyKeysHonored, slow.idempotencyKeysHonored = honored, honored
+				slow.ownPolicy = false
+				fr, fi, ferr := fast.keyed(req)
+				sr, si, serr := slow.keyed(req)
+				require.NoError(t, ferr)
+				require.NoError(t, serr)
+				assert.Equal(t, si, fi, "method %q, header %v", m, h)
+				if !si.injected {
+					assert.Same(t, sr, fr, "method %q, header %v", m, h)
+				}
+			}
+		}
+	}
+}

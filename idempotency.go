@@ -58,8 +58,7 @@ func WithIdempotencyKeyHeader(name string) Option {
 	if name == "" {
 		name = DefaultIdempotencyKeyHeader
 	}
-	canonical := http.CanonicalHeaderKey(name)
-	return option(func(s *settings) { s.idempotencyKeyHeader, s.idempotencyKeyName = name, canonical })
+	return option(func(s *settings) { s.idempotencyKeyHeader = name })
 }
 
 // WithIdempotencyKeysHonored tells the transport whether the servers it calls
@@ -90,36 +89,31 @@ func withIdempotencyKeysHonored(honored bool) patch {
 // writes (watchWrites).
 type idempotency struct {
 	injected bool // the transport injected the request's key (withIdempotencyKey)
-	guessed  bool // guessed idempotent by the default rules (keyed)
+	guessed  bool // guessed idempotent by the default rules (guessIdempotent)
 }
 
 // keyed returns the request to send for req, with a key if it needs one
-// (withIdempotencyKey), and that request's idempotency: guessed idempotent
-// by the default rules (see DefaultShouldRetryFn) if its method is
-// idempotent, or it carries the caller's key, or one the transport injected
-// for servers known to honour keys.
+// (withIdempotencyKey), and that request's idempotency.
 func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) {
-	// The usual case first: an idempotent method needs no key, and is
-	// guessed idempotent whatever its headers.
-	if defaultRetryPolicy.idempotentMethod(req.Method) {
+	// The usual case first: with a policy of this package that guesses by
+	// the default methods (settings.ownPolicy), an idempotent method needs
+	// no key and is guessed idempotent whatever its headers.
+	if s.ownPolicy && defaultRetryPolicy.idempotentMethod(req.Method) {
 		return req, idempotency{guessed: true}, nil
 	}
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		return req, idempotency{}, err
 	}
-	if injected {
-		return req, idempotency{injected: true, guessed: s.idempotencyKeysHonored}, nil
-	}
-	return req, idempotency{guessed: hasIdempotencyKey(req.Header)}, nil
+	return req, idempotency{injected: injected, guessed: s.guessIdempotent(req, injected)}, nil
 }
 
-// withIdempotencyKey returns the request to send for req, whose method is
-// not idempotent: req itself, or, if it needs a key, a shallow copy of it
-// with its own headers and a fresh key. It reports whether it injected a
-// key.
+// withIdempotencyKey returns the request to send for req: req itself, or, if
+// it needs a key, a shallow copy of it with its own headers and a fresh key.
+// It reports whether it injected a key.
 func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, error) {
-	if !s.idempotencyKeys || carriesKey(req.Header, s.idempotencyKeyName) {
+	if !s.idempotencyKeys || defaultRetryPolicy.idempotentMethod(req.Method) ||
+		carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
 	key, err := uuid.NewRandom() // crypto/rand
@@ -143,6 +137,18 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 		r.Header[strings.ToLower(s.idempotencyKeyHeader)] = []string{key.String()}
 	}
 	return &r, true, nil
+}
+
+// guessIdempotent reports whether sending req twice is guessed harmless by
+// the default rules (see DefaultShouldRetryFn): its method is idempotent, or
+// it carries the caller's key, or one the transport injected for servers
+// known to honour keys. injected says whether req's key was injected.
+func (s *settings) guessIdempotent(req *http.Request, injected bool) bool {
+	return defaultRetryPolicy.idempotent(Attempt{
+		Req:                    req,
+		IdempotencyKeyInjected: injected,
+		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
+	})
 }
 
 // A dial error proves that a request never left the client only if nothing
@@ -209,11 +215,10 @@ func writtenFirst(err error) bool {
 }
 
 // carriesKey reports whether the caller put a key on h, under either usual
-// name or under canonical, a name in canonical form, in any case; an empty
-// or nil value counts (net/http reads a nil Idempotency-Key as "replayable,
-// send no header").
-func carriesKey(h http.Header, canonical string) bool {
-	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key", canonical} {
+// name or under name, in any case; an empty or nil value counts (net/http
+// reads a nil Idempotency-Key as "replayable, send no header").
+func carriesKey(h http.Header, name string) bool {
+	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key", http.CanonicalHeaderKey(name)} {
 		if _, ok := lookupHeader(h, n); ok {
 			return true
 		}

@@ -67,8 +67,11 @@ func SetShouldRetryFn(ctx context.Context, fn ShouldRetryFn) context.Context {
 }
 
 // withShouldRetry sets the policy fn, DefaultShouldRetryFn for nil. ours
-// says that fn is one of this package's policies, which never retry a
-// response below 400, so that judge (judge.go) need not ask it about one.
+// says that fn is one of this package's policies with the default list of
+// idempotent methods: it never retries a response below 400, so that judge
+// (judge.go) need not ask it about one, and guesses a request of an
+// idempotent method idempotent, so that keyed (idempotency.go) need not
+// look further.
 func withShouldRetry(fn ShouldRetryFn, ours bool) patch {
 	if fn == nil {
 		fn, ours = DefaultShouldRetryFn, true
@@ -175,7 +178,7 @@ func WithBodyBufferLimit(limit int64) Option {
 type settings struct {
 	maxRetries           int
 	shouldRetry          ShouldRetryFn
-	ownPolicy            bool // shouldRetry is this package's: a response below 400 is final
+	ownPolicy            bool // shouldRetry is this package's, with the default methods: a response below 400 is final
 	delay                DelayFn
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
@@ -183,9 +186,8 @@ type settings struct {
 	bodyBufferLimit      int64
 	errorOnGiveUp        bool // giveup.go
 
-	idempotencyKeys        bool   // idempotency.go
-	idempotencyKeyHeader   string // as given
-	idempotencyKeyName     string // idempotencyKeyHeader in canonical form
+	idempotencyKeys        bool // idempotency.go
+	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
 	retrySignal            bool // crosshop.go
 	attemptHeader          bool
@@ -207,7 +209,6 @@ func defaultSettings() settings {
 
 		idempotencyKeys:      true,
 		idempotencyKeyHeader: DefaultIdempotencyKeyHeader,
-		idempotencyKeyName:   DefaultIdempotencyKeyHeader,
 		retrySignal:          true,
 		attemptHeader:        true,
 
