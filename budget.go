@@ -291,15 +291,6 @@ func success(res *http.Response) bool {
 	return true
 }
 
-// errBudgetRefused joins ErrRetryBudgetExhausted with the last attempt's
-// error, or returns nil when the attempt ended with a response.
-func errBudgetRefused(err error) error {
-	if err == nil {
-		return nil
-	}
-	return joinErr(ErrRetryBudgetExhausted, err)
-}
-
 // withdraw takes one token if there is one.
 func (h *hostState) withdraw() bool {
 	for {

@@ -43,10 +43,10 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	}
 	until, ok := t.parkable(ctx, s, h, a, d, *waited)
 	if !ok {
-		return lease{}, StopBudgetRefused, errBudgetRefused(a.Err)
+		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	if t.breakers.isOpen(a.Req) {
-		return lease{}, StopCircuitOpen, errCircuitRefused(a.Err)
+		return lease{}, StopCircuitOpen, markGiveUp(StopCircuitOpen, a.Count, a.Err)
 	}
 	if err := t.wait(ctx, d); err != nil {
 		discard(a.Res)
@@ -64,17 +64,15 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	case StopCanceled:
 		discard(a.Res)
 		return lease{}, why, ctx.Err()
-	case StopCircuitOpen:
-		return lease{}, why, errCircuitRefused(a.Err)
 	}
-	return lease{}, why, errBudgetRefused(a.Err)
+	return lease{}, why, markGiveUp(why, a.Count, a.Err) // budget refused, circuit open
 }
 
 // proceed reports the retry of a after delay d, lets go of its response
 // and waits wait (d, or nothing when it was waited already). It returns l,
 // or StopCanceled, giving l's slot back, if the caller gave up meanwhile.
 func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Attempt, maxRetries int, d, wait time.Duration) (lease, StopReason, error) {
-	t.observeRetry(a, maxRetries, d, false)
+	t.obs.reportRetry(a, maxRetries, d, false)
 	discard(a.Res)
 	if err := t.wait(ctx, wait); err != nil {
 		l.end(b, outNeutral, 0, 0)
@@ -142,7 +140,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		return lease{}, StopBudgetRefused
 	}
 	start := time.Now()
-	t.observePark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
+	t.obs.reportPark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
 
 	var timer *time.Timer
 	defer func() {
@@ -156,10 +154,10 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		h.mu.Unlock()
 		switch state {
 		case waitReleased:
-			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Since(start)}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Since(start)}, h)
 			return lease{host: h, seq: w.seq, held: true}, 0
 		case waitFailed:
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCircuitOpen}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
 		}
 		// The bound of the request, or the host's: no success for MaxWait.
@@ -168,7 +166,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			if _, released := t.leave(b, h, w); released {
 				continue // released as it gave up: take the slot
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopBudgetRefused}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopBudgetRefused}, h)
 			return lease{}, StopBudgetRefused
 		}
 		if first {
@@ -189,7 +187,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			if l, ok := t.leave(b, h, w); ok {
 				l.end(b, outNeutral, 0, 0)
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCanceled}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCanceled}, h)
 			return lease{}, StopCanceled
 		}
 	}
@@ -347,15 +345,6 @@ func (b *RetryBudget) failParked(k hostKey, owner any) {
 	h.mu.Unlock()
 }
 
-// errCircuitRefused joins ErrCircuitOpen with the last attempt's error, or
-// returns nil when the attempt ended with a response.
-func errCircuitRefused(err error) error {
-	if err == nil {
-		return nil
-	}
-	return joinErr(ErrCircuitOpen, err)
-}
-
 // ParkKind says what happened to a parked retry.
 type ParkKind uint8
 
@@ -432,10 +421,9 @@ func WithOnPark(fn func(ParkEvent)) Option {
 	}
 }
 
-// observePark completes e with h's state and reports it to the hooks and
+// reportPark completes e with h's state and reports it to the hooks and
 // the logger.
-func (t *Transport) observePark(e ParkEvent, h *hostState) {
-	o := t.obs
+func (o *observer) reportPark(e ParkEvent, h *hostState) {
 	if o == nil || len(o.onPark) == 0 && (o.logger == nil || e.Kind == ParkDropped) {
 		return
 	}

@@ -134,7 +134,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
-			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, -1)
+			if t.obs != nil { // the settings, resolved for the report only
+				t.obs.reportStop(req, ending{StopCircuitOpen, 0}, nil, refused, t.settings(req).maxRetries)
+			}
 			return nil, refused
 		}
 	}
@@ -147,7 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.errorOnGiveUp {
 		res, err = giveUp(e, res, err) // giveup.go
 	}
-	t.observeStop(req, e, res, err, s.maxRetries)
+	t.obs.reportStop(req, e, res, err, s.maxRetries)
 	return res, err
 }
 
@@ -194,7 +196,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
 		a := t.newAttempt(&s, idem, count, sent, res, err)
-		t.observeAttempt(a, s.maxRetries, false)
+		t.obs.reportAttempt(a, s.maxRetries, false)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
