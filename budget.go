@@ -278,19 +278,6 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 	}
 }
 
-// success reports whether an attempt that ended with res shows a server
-// that answers and does not ask to be left alone: a response below 500,
-// other than 429, and for 4xx without Retry-After.
-func success(res *http.Response) bool {
-	switch {
-	case res == nil, res.StatusCode >= 500, res.StatusCode == http.StatusTooManyRequests:
-		return false
-	case res.StatusCode >= 400:
-		return res.Header.Get("Retry-After") == ""
-	}
-	return true
-}
-
 // withdraw takes one token if there is one.
 func (h *hostState) withdraw() bool {
 	for {
