@@ -353,7 +353,7 @@ func TestBudgetRecovers(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	c := newClient(t)
+	c := newClient(t, onFakeTime())
 
 	// Dead: the bucket empties.
 	for range 10 {
@@ -498,7 +498,7 @@ func TestBudgetRefusalsKeepTheConnection(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newClient(t)
+	c := newClient(t, onFakeTime())
 	for range 20 {
 		get(t, c, srv.URL)
 	}

@@ -103,7 +103,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	if err := h.launch(lease{}); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
-	timer := time.NewTimer(s.hedgeDelay)
+	fire, timer := t.clock().NewTimer(s.hedgeDelay)
 	defer timer.Stop()
 	for {
 		sent, inFlight := len(h.cancels), h.inFlight
@@ -111,7 +111,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 		case <-ctx.Done():
 			// 1. The caller gave up: end every attempt.
 			return nil, ending{StopCanceled, len(h.cancels)}, h.abort(ctx.Err())
-		case <-timer.C:
+		case <-fire:
 			// 2. No answer within the hedge delay: one more in parallel.
 			if h.inFlight <= maxHedges {
 				launched, err := h.next()
@@ -225,9 +225,9 @@ func (h *hedge) launch(l lease) error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		req, start := sent.WithContext(ctx), time.Now()
+		req, start := sent.WithContext(ctx), h.t.clock().Now()
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: time.Since(start), timeout: h.s.attemptTimeout}, &l)
+		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: h.t.clock().Now().Sub(start), timeout: h.s.attemptTimeout}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

@@ -29,6 +29,23 @@ func ownBudget() retryhttp.Option {
 	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{}))
 }
 
+// onFakeTime gives a transport a budget of its own, with the defaults, and
+// both a clock that jumps to the end of every wait started on it
+// (retryhttp.NewAutoFakeTime): the waits between attempts and the polls and
+// bounds of parked retries (MaxWait, 2s by default) then pass in
+// microseconds, in the order they would in real time. For tests of a
+// sequence of requests whose parked retries run out their bounds; the
+// attempts themselves run in real time. A later WithRetryBudget replaces
+// the budget, which then runs on the real clock.
+func onFakeTime() retryhttp.Option {
+	c := retryhttp.NewAutoFakeTime(time.Now())
+	b := retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)
+	return func(t *retryhttp.Transport) {
+		retryhttp.WithFakeTime(c)(t)
+		retryhttp.WithRetryBudget(b)(t)
+	}
+}
+
 // noParking is a budget of its own with parking off: the token bucket
 // alone, for tests of its arithmetic.
 func noParking(opts retryhttp.RetryBudgetOptions) retryhttp.Option {
