@@ -19,39 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// deadServer answers every request with 503 and the body "down".
-func deadServer(t testing.TB) *countingServer {
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "down")
-	})
-}
-
-// okServer answers every request with 200.
-func okServer(t testing.TB) *countingServer {
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok")
-	})
-}
-
-// failOnceServer fails the first request to each path with 503, and
-// answers the others with 200.
-func failOnceServer(t testing.TB) *countingServer {
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		first := !seen[r.URL.Path]
-		seen[r.URL.Path] = true
-		mu.Unlock()
-		if first {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	})
-}
-
 // newClient returns a client whose transport never waits between attempts.
 func newClient(t testing.TB, opts ...retryhttp.Option) *http.Client {
 	t.Helper()
