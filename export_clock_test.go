@@ -12,8 +12,8 @@ import (
 // on it (a timer of NewTimer: the wait between attempts, the hedge delay,
 // a parked retry's poll or bound), so that a test of parking's bounds
 // takes microseconds instead of MaxWait. Timers of AfterFunc (the
-// per-attempt timeout) fire only when the time passes them. Safe for
-// concurrent use.
+// per-attempt timeout) fire only when the time passes them, and run before
+// the call that moved the time returns. Safe for concurrent use.
 type FakeTime struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -88,7 +88,10 @@ func (c *FakeTime) NewTimer(d time.Duration) (<-chan time.Time, clockTimer) {
 	return t.ch, t
 }
 
-// AfterFunc arms a timer that calls f in a goroutine of its own after d.
+// AfterFunc arms a timer that calls f after d: on the goroutine that moves
+// the time past it, before Advance returns, so that a test sees its effect
+// (an attempt's context cancelled by its timeout) at once. f must not
+// block.
 func (c *FakeTime) AfterFunc(d time.Duration, f func()) clockTimer {
 	t := &fakeTimer{c: c, f: f}
 	t.Reset(d)
@@ -105,7 +108,7 @@ type fakeTimer struct {
 
 func (t *fakeTimer) fire() {
 	if t.f != nil {
-		go t.f()
+		t.f()
 		return
 	}
 	select { // as a real timer's: a tick not received is dropped by the next
