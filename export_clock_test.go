@@ -60,11 +60,15 @@ func (c *FakeTime) Timers() int {
 // advanceTo moves the time to at (if later), firing the timers due in the
 // order of their times. It requires c.mu held, and releases it.
 func (c *FakeTime) advanceTo(at time.Time) {
-	var due []*fakeTimer
+	type firing struct {
+		t  *fakeTimer
+		at time.Time
+	}
+	var due []firing
 	kept := c.timers[:0]
 	for _, t := range c.timers {
 		if !t.at.After(at) {
-			due = append(due, t)
+			due = append(due, firing{t, t.at})
 		} else {
 			kept = append(kept, t)
 		}
@@ -76,8 +80,8 @@ func (c *FakeTime) advanceTo(at time.Time) {
 		c.now = at
 	}
 	c.mu.Unlock()
-	for _, t := range due {
-		t.fire()
+	for _, d := range due {
+		d.t.fire(d.at)
 	}
 }
 
@@ -106,16 +110,21 @@ type fakeTimer struct {
 	f  func()         // AfterFunc's
 }
 
-func (t *fakeTimer) fire() {
+// fire runs t, armed for at: calls its function, or sends at on its
+// channel, replacing a tick not received, as a real timer's does.
+func (t *fakeTimer) fire(at time.Time) {
 	if t.f != nil {
 		t.f()
 		return
 	}
-	select { // as a real timer's: a tick not received is dropped by the next
+	select {
 	case <-t.ch:
 	default:
 	}
-	t.ch <- t.at
+	select {
+	case t.ch <- at:
+	default: // another firing won the slot
+	}
 }
 
 // Stop disarms t and reports whether it was armed.
