@@ -150,26 +150,6 @@ func TestBudgetOptionsInvalidMeanDefault(t *testing.T) {
 	}
 }
 
-func TestHostKey(t *testing.T) {
-	tests := []struct {
-		give string
-		want string
-	}{
-		{give: "http://example.com/a?b", want: "http://example.com:80"},
-		{give: "http://example.com:80/", want: "http://example.com:80"},
-		{give: "https://example.com/", want: "https://example.com:443"},
-		{give: "https://example.com:8443/", want: "https://example.com:8443"},
-		{give: "http://user:pw@127.0.0.1:8080/x", want: "http://127.0.0.1:8080"},
-		{give: "http://[::1]/", want: "http://[::1]:80"},
-		{give: "http://[::1]:9000/", want: "http://[::1]:9000"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.give, func(t *testing.T) {
-			assert.Equal(t, tt.want, retryhttp.HostKey(tt.give))
-		})
-	}
-}
-
 func TestBudgetSeparatesSchemesAndPorts(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
 	require.True(t, retryhttp.BudgetWithdraw(b, "http://example.com/"))
@@ -543,4 +523,23 @@ func TestBudgetLostConnectionRetriesRefundedOnSuccess(t *testing.T) {
 		assert.Equal(t, int64(n+retryhttp.DefaultRetryBudgetCapacity), counted.attempts.Load(),
 			"the budget's 10 retries, then none: failed retries are not refunded")
 	})
+}
+
+func TestDefaultBudgetSharedByTransports(t *testing.T) {
+	// Transports made without WithRetryBudget, one per call say, share the
+	// process's default budget, as http.DefaultTransport shares
+	// connections; an explicit budget is a Transport's own.
+	a, b := retryhttp.New(), &retryhttp.Transport{}
+	own := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c := retryhttp.New(retryhttp.WithRetryBudget(own))
+	require.NotNil(t, retryhttp.DefaultBudgetOf(a))
+	assert.Same(t, retryhttp.DefaultBudgetOf(a), retryhttp.DefaultBudgetOf(b))
+	assert.Same(t, own, retryhttp.DefaultBudgetOf(c))
+	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))
+
+	// A token spent through one is gone for the other.
+	srv := deadServer(t)
+	require.True(t, retryhttp.BudgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, retryhttp.BudgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, retryhttp.BudgetTokens(own, srv.URL), 1e-9)
 }

@@ -625,3 +625,19 @@ func TestHedgeDecisionReportsCallerRequestAndInFlight(t *testing.T) {
 	assert.Same(t, req, hedges[0].Attempt.Req, "the caller's request")
 	assert.Equal(t, 1, hedges[0].Attempt.Count, "one attempt in flight when the hedge was sent")
 }
+
+func TestHedgeTakesASlot(t *testing.T) {
+	hs := newHedgeServer(t, slowFirst)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(b))
+	BudgetSpend(b, hs.URL) // no token left: the hedge needs a slot
+	window, _, _ := retryhttp.BudgetPacing(b, hs.URL)
+
+	res, err := c.Get(hs.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "attempt 2", readAll(t, res), "the hedge, sent with a slot, won")
+	after, inFlight, _ := retryhttp.BudgetPacing(b, hs.URL)
+	assert.Zero(t, inFlight, "its slot given back")
+	assert.GreaterOrEqual(t, after, window, "settled like a retry: a success does not shrink the window")
+	assert.Less(t, retryhttp.BudgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
+}
