@@ -116,7 +116,7 @@ type retryPolicy struct {
 func (p retryPolicy) shouldRetry(a Attempt) bool {
 	// 1xx, 2xx and 3xx are answers, whatever their headers say: the usual
 	// case, decided first.
-	if answered(a) {
+	if answeredAttempt(a) {
 		return false
 	}
 	// The caller gave up: nobody is waiting for a retry.
@@ -148,6 +148,10 @@ func (p retryPolicy) shouldRetryErr(a Attempt) bool {
 
 func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	code := a.Res.StatusCode
+	// 1xx, 2xx and 3xx are answers, whatever their headers say.
+	if answered(code) {
+		return false
+	}
 	// A server behind this one already retried, or gave up: pass it on.
 	if !a.RetrySignalIgnored && HasRetrySignal(a.Res.Header) {
 		return false
@@ -164,10 +168,10 @@ func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	return false
 }
 
-// answered reports whether a brought a response below 400: an answer,
-// which no policy of this package retries, whatever its headers say.
-func answered(a Attempt) bool {
-	return a.Err == nil && a.Res != nil && a.Res.StatusCode < 400
+// answeredAttempt reports whether a brought an answer (failure.go), which no
+// policy of this package retries, whatever its headers say.
+func answeredAttempt(a Attempt) bool {
+	return a.Err == nil && a.Res != nil && answered(a.Res.StatusCode)
 }
 
 // idempotent reports whether sending the attempt's request twice is guessed
