@@ -502,17 +502,28 @@ func (b *breakers) isOpen(req *http.Request) bool {
 // for a success, errSampleFailed, or errSampleExcluded when the outcome
 // says nothing about the server.
 func sample(ctx context.Context, res *http.Response, err error) error {
-	switch cerr := ctx.Err(); {
-	case cerr != nil && errors.Is(cerr, context.Canceled):
-		return errSampleExcluded // the caller gave up
-	case err == nil && (res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests):
+	if err != nil || ctx.Err() != nil {
+		return sampleUnhappy(ctx, res, err)
+	}
+	if res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests {
 		return errSampleFailed
-	case err == nil:
-		return nil
+	}
+	return nil
+}
+
+// sampleUnhappy is sample for an error, or a context that is done.
+func sampleUnhappy(ctx context.Context, res *http.Response, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return errSampleExcluded // the caller gave up
 	case errors.Is(err, ErrBufferingBody), errors.Is(err, ErrSeekingBody):
 		return errSampleExcluded // the caller's body failed
+	case err != nil:
+		return errSampleFailed
+	case res.StatusCode >= 500, res.StatusCode == http.StatusTooManyRequests:
+		return errSampleFailed
 	}
-	return errSampleFailed
+	return nil
 }
 
 type stateChange struct {
