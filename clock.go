@@ -21,10 +21,11 @@ type Clock interface {
 }
 
 // WithClock makes the transport read the time from c and wait between
-// attempts with c.Sleep. It governs exactly those two things: the wait
-// before each retry and the check that it would end before the context's
-// deadline. It does not govern the per-attempt timeout, the hedge delay, the
-// retry budget, the circuit breaker, or the Retry-After dates read by
+// attempts with c.Sleep. It governs exactly three things: the wait before
+// each retry, the check that it would end before the context's deadline,
+// and the time of the circuit breaker (WithCircuitBreaker: its open
+// timeout and its window). It does not govern the per-attempt timeout, the
+// hedge delay, the retry budget, or the Retry-After dates read by
 // DefaultDelayFn, which use the real clock. The default, used also for nil,
 // is the real clock (time.Now and a timer).
 func WithClock(c Clock) Option {
