@@ -29,7 +29,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/seed2409de8f/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -487,15 +486,24 @@ func (d *dest) find(host, scheme, method string) *dest {
 	return nil
 }
 
-// same reports whether a == b, without a call when they share their bytes
-// (a request's method given as the constant that canonical keeps).
+// same reports whether a == b, comparing with the usual schemes and
+// methods inline rather than by a call.
 func same(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+	switch b {
+	case "http":
+		return a == "http"
+	case "https":
+		return a == "https"
+	case http.MethodGet:
+		return a == http.MethodGet
+	case http.MethodPost:
+		return a == http.MethodPost
+	}
+	return a == b
 }
 
 // canonical returns a copy of s, or, for the usual schemes and methods,
-// the constant that spells it: comparing a request's method with it is
-// then cheap when the request used that constant too.
+// the constant that spells it.
 func canonical(s string) string {
 	for _, c := range [...]string{"http", "https", http.MethodGet, http.MethodPost, http.MethodPut,
 		http.MethodDelete, http.MethodHead, http.MethodPatch, http.MethodOptions} {
