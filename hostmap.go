@@ -211,6 +211,11 @@ func (h *hostMap[V]) getOrCreate(k hostKey) V {
 	if v, ok := s.get(hash, k); ok {
 		return v
 	}
+	return h.create(hash, s, k)
+}
+
+// create is getOrCreate for a host that was missing a moment ago.
+func (h *hostMap[V]) create(hash uint64, s *hostShard[V], k hostKey) V {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.get(hash, k); ok {
