@@ -261,7 +261,7 @@ func (b *breakers) now() time.Time {
 	if b.clock.now != nil {
 		return b.clock.now()
 	}
-	return time.Now()
+	return b.clock.clock().Now()
 }
 
 // newPhase returns a phase in state that starts at now.
@@ -520,7 +520,7 @@ func sampleUnhappy(ctx context.Context, res *http.Response, err error) error {
 		return errSampleExcluded // the caller's body failed
 	case err != nil:
 		return errSampleFailed
-	case res.StatusCode >= 500, res.StatusCode == http.StatusTooManyRequests:
+	case failedStatus(res.StatusCode): // failure.go
 		return errSampleFailed
 	}
 	return nil
