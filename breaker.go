@@ -505,7 +505,7 @@ func sample(ctx context.Context, res *http.Response, err error) error {
 	if err != nil || ctx.Err() != nil {
 		return sampleUnhappy(ctx, res, err)
 	}
-	if res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests {
+	if failedStatus(res.StatusCode) { // failure.go
 		return errSampleFailed
 	}
 	return nil
