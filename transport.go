@@ -124,10 +124,10 @@ func New(options ...func(*Transport)) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// Fail fast while the destination's circuit is open. Otherwise the
 	// breaker, if any, sees the final outcome, after all the retries.
-	var done func(*http.Response, error)
+	var admitted ticket // breaker.go
 	if t.breakers != nil {
 		var refused error
-		if done, refused = t.breakers.allow(req); refused != nil {
+		if admitted, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			// The cross-hop signal has no per-request override: the
 			// transport's own settings say whether to report.
@@ -144,12 +144,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
-	if e.why == StopSuccess && done == nil && t.obs == nil {
+	if e.why == StopSuccess && t.breakers == nil && t.obs == nil {
 		return res, err
 	}
 	s.pushback(req, e, res)
-	if done != nil {
-		done(res, err)
+	if t.breakers != nil {
+		t.breakers.done(admitted, req, res, err)
 	}
 	if s.errorOnGiveUp {
 		res, err = giveUp(e, res, err) // giveup.go
