@@ -6,7 +6,9 @@
 package retryhttp_test
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
@@ -44,4 +46,34 @@ func TestKeyInjectionAllocs(t *testing.T) {
 	keyed := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{})), newPOST)
 	noKeys := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(false)), newPOST)
 	assert.Equal(t, noKeys+4, keyed, "keys off %v, keys on %v", noKeys, keyed)
+}
+
+// bodyTransport answers 200 with a small body, in memory.
+type bodyTransport struct{}
+
+func (bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+}
+
+// TestHedgedGETAllocs checks what a hedged GET whose hedge never fires
+// allocates beyond the base transport: attempt 1's cancellable context
+// (two allocations) and its request with that context; and, when the
+// response has a body to read, the wrapper that ends attempt 1 when it is
+// closed.
+func TestHedgedGETAllocs(t *testing.T) {
+	tests := []struct {
+		name  string
+		base  http.RoundTripper
+		extra float64
+	}{
+		{"no body", memTransport{}, 3},
+		{"a body", bodyTransport{}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bare := allocsOf(t, tt.base, newGET)
+			ours := allocsOf(t, newHedging(tt.base), newGET)
+			assert.Equal(t, bare+tt.extra, ours, "bare %v, hedged %v", bare, ours)
+		})
+	}
 }

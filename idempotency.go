@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,15 +195,44 @@ func (b *randBatch) read(u *uuid.UUID) error {
 }
 
 // guessIdempotent reports whether sending req twice is guessed harmless by
-// the default rules (see DefaultShouldRetryFn): its method is idempotent, or
-// it carries the caller's key, or one the transport injected for servers
-// known to honour keys. injected says whether req's key was injected.
+// the request's policy: its method is idempotent (by the method list of a
+// CustomizedShouldRetryFn, or else the default list), or it carries the
+// caller's key, or one the transport injected for servers known to honour
+// keys. injected says whether req's key was injected. The retry loop's
+// policy decides by the same guess after each attempt; so hedging and the
+// write watch follow it.
 func (s *settings) guessIdempotent(req *http.Request, injected bool) bool {
-	return defaultRetryPolicy.idempotent(Attempt{
+	a := Attempt{
 		Req:                    req,
 		IdempotencyKeyInjected: injected,
 		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-	})
+	}
+	if customizedPolicy(s.shouldRetry) {
+		a.Err = errGuessProbe
+		return s.shouldRetry(a)
+	}
+	return defaultRetryPolicy.idempotent(a)
+}
+
+// errGuessProbe is the error of the Attempt with which the transport asks
+// a policy made by CustomizedShouldRetryFn for its idempotency guess
+// (guessIdempotent). Only this package makes it, and only such policies
+// are asked: a policy that is handed it answers the guess.
+var errGuessProbe = errors.New("retryhttp: idempotency guess")
+
+// The code of the functions CustomizedShouldRetryFn returns (compose.go):
+// method values of a retryPolicy, told apart from any other function by
+// their code pointer.
+var (
+	policyCode   = reflect.ValueOf(defaultRetryPolicy.shouldRetry).Pointer()
+	policyIfCode = reflect.ValueOf(defaultRetryPolicy.shouldRetryOrIf).Pointer()
+)
+
+// customizedPolicy reports whether fn was made by CustomizedShouldRetryFn,
+// and may be asked for its guess with errGuessProbe.
+func customizedPolicy(fn ShouldRetryFn) bool {
+	code := reflect.ValueOf(fn).Pointer()
+	return code == policyCode || code == policyIfCode
 }
 
 // A dial error proves that a request never left the client only if nothing

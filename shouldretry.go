@@ -114,6 +114,10 @@ type retryPolicy struct {
 }
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {
+	// The transport asks for the policy's idempotency guess (idempotency.go).
+	if a.Err == errGuessProbe {
+		return p.idempotent(a)
+	}
 	// The caller gave up: nobody is waiting for a retry.
 	if callerGone(a.Req) {
 		return false
