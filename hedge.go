@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -15,10 +16,13 @@ import (
 //
 // In short (docs/hedging.md has the rules in full):
 //   - only requests guessed idempotent are hedged (GET, HEAD, OPTIONS, TRACE,
-//     PUT, DELETE, or a caller's Idempotency-Key or X-Idempotency-Key, or an
+//     PUT, DELETE, or the methods of a CustomizedShouldRetryFn that replaces
+//     that list; or a caller's Idempotency-Key or X-Idempotency-Key, or an
 //     injected key when WithIdempotencyKeysHonored says keys are honoured),
 //     and only if their body can be replayed; the others take the usual
 //     retry path;
+//   - the first attempt runs on the caller's goroutine; a goroutine starts
+//     only when the delay passes;
 //   - at most 1+maxHedges attempts are in flight at once, and at most
 //     1+maxRetries are sent in all: hedges and retries share the retry
 //     limit, and a request with retries off (WithMaxRetries(0)) is not
@@ -33,7 +37,8 @@ import (
 // Every attempt after the first counts against the retry budget: it spends
 // a token, or, without one, takes a slot of the host's window if one is
 // free at once (it never parks), and gives the slot back with its outcome
-// as a parked retry does.
+// as a parked retry does. As in the retry loop, an attempt that replaces
+// one that lost its connection gets its token back if it succeeds.
 func WithHedging(delay time.Duration, maxHedges int) Option {
 	return func(t *Transport) { t.hedgeDelay, t.maxHedges = delay, maxHedges }
 }
@@ -103,6 +108,10 @@ type hedge struct {
 	done  chan hedgeEnd // fire's final outcome, for the caller's goroutine
 }
 
+// errAttemptPanicked is the outcome of attempt 1 when the base transport
+// panicked: the panic then goes on up to the caller of RoundTrip.
+var errAttemptPanicked = errors.New("retryhttp: the base transport panicked")
+
 // hedgeEnd is how a hedged request ended, as RoundTrip returns it.
 type hedgeEnd struct {
 	res *http.Response
@@ -136,7 +145,17 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 		h.timer.Reset(s.hedgeDelay)
 	}
 	req, start := sent.WithContext(actx), time.Now()
+	sending := true
+	defer func() {
+		// A base transport that panicked after the hedge delay passed:
+		// let fire end the other attempts before the panic goes on up.
+		if sending && !h.timer.Stop() {
+			h.results <- outcome{n: 1, req: sent, err: errAttemptPanicked}
+			<-h.done
+		}
+	}()
 	res, err := t.send(req, s.attemptTimeout)
+	sending = false
 	s.budget.settle(req, res, attemptOutcome{first: true, latency: time.Since(start), timeout: s.attemptTimeout}, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 

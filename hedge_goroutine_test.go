@@ -63,3 +63,30 @@ func TestHedgeFirstAttemptOnCallersGoroutine(t *testing.T) {
 		assert.Equal(t, 1, d.Attempt.Count)
 	}
 }
+
+// panicFirst panics in attempt 1 once a hedge has been sent, and answers
+// the hedges.
+type panicFirst struct{ hedged chan struct{} }
+
+func (p *panicFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if retryhttp.AttemptFromRequest(req) == 1 {
+		<-p.hedged
+		panic("base transport")
+	}
+	close(p.hedged)
+	<-req.Context().Done() // the hedge is still in flight when attempt 1 panics
+	return nil, req.Context().Err()
+}
+
+// TestHedgeFirstAttemptPanicReachesCaller checks that a panic of the base
+// transport in attempt 1, on the caller's goroutine, goes up to the caller
+// of RoundTrip once the hedge sent meanwhile has been ended: no goroutine
+// is left waiting for attempt 1 (goleak, TestMain).
+func TestHedgeFirstAttemptPanicReachesCaller(t *testing.T) {
+	tr := retryhttp.New(retryhttp.WithTransport(&panicFirst{hedged: make(chan struct{})}),
+		retryhttp.WithHedging(time.Millisecond, 1))
+	req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "base transport", func() { _, _ = tr.RoundTrip(req) })
+	assert.Eventually(t, func() bool { return hedgeGoroutines() == 0 }, time.Second, time.Millisecond, allStacks())
+}

@@ -115,7 +115,7 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 	// One allocation for the copy and the key's value slice; the header
 	// map has room for the key.
 	r := &keyedRequest{Request: *req}
-	r.value[0] = key.String()
+	r.value[0] = keyString(&key)
 	r.Header = cloneHeaderPlus(req.Header, "")
 	if s.idempotencyKeysHonored {
 		r.Header[canonicalKeyName(s.idempotencyKeyHeader)] = r.value[:]
@@ -167,6 +167,23 @@ func newKey() (uuid.UUID, error) {
 	u[6] = (u[6] & 0x0f) | 0x40 // version 4
 	u[8] = (u[8] & 0x3f) | 0x80 // variant RFC 4122
 	return u, nil
+}
+
+// keyString is key.String(), the canonical form of a UUID
+// (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), in one pass.
+func keyString(key *uuid.UUID) string {
+	const digits = "0123456789abcdef"
+	var buf [36]byte
+	j := 0
+	for i, b := range key {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			buf[j] = '-'
+			j++
+		}
+		buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
+		j += 2
+	}
+	return string(buf[:])
 }
 
 // keyRand is the batch of random bytes that keys are cut from.
