@@ -29,7 +29,6 @@ func hedgeGoroutines() int {
 // the hedged path are running meanwhile.
 type seeingTransport struct {
 	test    string // the test function's name, in the caller's stack
-	hold    time.Duration
 	onTest  []bool
 	hedging []int
 }

@@ -223,13 +223,3 @@ func lookupHeader(h http.Header, canonical string) ([]string, bool) {
 	}
 	return nil, false
 }
-
-// deleteHeader removes the header canonical, which must be in canonical
-// form, from h under every case of its name.
-func deleteHeader(h http.Header, canonical string) {
-	for k := range h {
-		if len(k) == len(canonical) && strings.EqualFold(k, canonical) {
-			delete(h, k)
-		}
-	}
-}
