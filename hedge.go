@@ -104,7 +104,8 @@ type hedge struct {
 	refused  bool // the budget refused an attempt: no more are sent
 	why      StopReason
 
-	timer *time.Timer   // runs fire after the hedge delay; made once per hedge value
+	timer clockTimer    // runs fire after the hedge delay; made once per hedge value and clock
+	clk   clock         // the timer's
 	done  chan hedgeEnd // fire's final outcome, for the caller's goroutine
 }
 
@@ -139,12 +140,12 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	actx, cancel := context.WithCancel(ctx)
 	h.cancels = append(h.cancels, cancel)
 	h.inFlight = 1
-	if h.timer == nil {
-		h.timer = time.AfterFunc(s.hedgeDelay, h.fire)
+	if c := t.clock(); h.timer == nil || h.clk != c {
+		h.timer, h.clk = c.AfterFunc(s.hedgeDelay, h.fire), c
 	} else {
 		h.timer.Reset(s.hedgeDelay)
 	}
-	req, start := sent.WithContext(actx), time.Now()
+	req, start := sent.WithContext(actx), t.clock().Now()
 	sending := true
 	defer func() {
 		// A base transport that panicked after the hedge delay passed:
@@ -156,7 +157,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	}()
 	res, err := t.send(req, s.attemptTimeout)
 	sending = false
-	s.budget.settle(req, res, attemptOutcome{first: true, latency: time.Since(start), timeout: s.attemptTimeout}, nil)
+	s.budget.settle(req, res, attemptOutcome{first: true, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout}, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 
 	// 2. The hedge delay passed first: fire coordinates the attempts.
@@ -168,7 +169,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 
 	// 3. Attempt 1 came first: final, or replaced at once by attempt 2.
 	h.inFlight--
-	if h.final(&o) {
+	if h.replaceOrEnd(&o) {
 		res, err := h.win(o)
 		e := ending{h.why, len(h.cancels)}
 		if len(h.cancels) == 1 {
@@ -196,7 +197,7 @@ func (h *hedge) fire() {
 // hedges when the hedge delay passes (armed: the delay runs from now),
 // replaces failures, and ends the attempts on the caller's cancellation.
 func (h *hedge) loop(armed bool) (*http.Response, ending, error) {
-	timer := time.NewTimer(h.s.hedgeDelay)
+	fire, timer := h.t.clock().NewTimer(h.s.hedgeDelay)
 	defer timer.Stop()
 	if !armed {
 		timer.Stop()
@@ -207,7 +208,7 @@ func (h *hedge) loop(armed bool) (*http.Response, ending, error) {
 		case <-h.ctx.Done():
 			// 1. The caller gave up: end every attempt.
 			return nil, ending{StopCanceled, len(h.cancels)}, h.abort(h.ctx.Err())
-		case <-timer.C:
+		case <-fire:
 			// 2. No answer within the hedge delay: one more in parallel.
 			if _, err := h.hedge(); err != nil {
 				return nil, ending{StopError, len(h.cancels)}, h.abort(err)
@@ -215,7 +216,7 @@ func (h *hedge) loop(armed bool) (*http.Response, ending, error) {
 		case o := <-h.results:
 			// 3. An answer: final, or a failure replaced at once.
 			h.inFlight--
-			if h.final(&o) {
+			if h.replaceOrEnd(&o) {
 				res, err := h.win(o)
 				return res, ending{h.why, len(h.cancels)}, err
 			}
@@ -239,7 +240,7 @@ func (h *hedge) hedge() (bool, error) {
 	if launched {
 		// As documented for Decision: the attempts in flight and the
 		// caller's request.
-		h.t.observeRetry(Attempt{Count: inFlight, Req: h.caller}, h.s.maxRetries, h.s.hedgeDelay, true)
+		h.t.obs.reportRetry(Attempt{Count: inFlight, Req: h.caller}, h.s.maxRetries, h.s.hedgeDelay, true)
 	}
 	return launched, err
 }
@@ -248,17 +249,17 @@ func (h *hedge) hedge() (bool, error) {
 // timer stopped before it fired, and no attempt goroutine was started.
 func (h *hedge) recycle() {
 	clear(h.cancels)
-	*h = hedge{cancels: h.cancels[:0], results: h.results, done: h.done, timer: h.timer}
+	*h = hedge{cancels: h.cancels[:0], results: h.results, done: h.done, timer: h.timer, clk: h.clk}
 	hedges.Put(h)
 }
 
-// final decides what one attempt's outcome means. It reports whether o is
-// the request's final outcome, changed as RoundTrip must return it;
+// replaceOrEnd decides what one attempt's outcome means, and acts on it. It
+// reports whether o ends the request, changed as RoundTrip must return it;
 // otherwise o has been replaced by a new attempt if the limit and the budget
 // allowed it, and let go of.
-func (h *hedge) final(o *outcome) bool {
+func (h *hedge) replaceOrEnd(o *outcome) bool {
 	a := h.attempt(o)
-	h.t.observeAttempt(a, h.s.maxRetries, true)
+	h.t.obs.reportAttempt(a, h.s.maxRetries, true)
 	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
 	// request's body is replayable (hedges), and the limit counts every
 	// attempt sent, those still in flight included.
@@ -281,7 +282,7 @@ func (h *hedge) final(o *outcome) bool {
 		}
 	}
 	if launched {
-		h.t.observeRetry(a, h.s.maxRetries, 0, false)
+		h.t.obs.reportRetry(a, h.s.maxRetries, 0, false)
 	}
 	// 3. Another attempt runs: let this one go.
 	if launched || h.inFlight > 0 {
@@ -339,9 +340,9 @@ func (h *hedge) launch(l lease, refund bool) error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		req, start := sent.WithContext(ctx), time.Now()
+		req, start := sent.WithContext(ctx), h.t.clock().Now()
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, attemptOutcome{latency: time.Since(start), timeout: h.s.attemptTimeout, refund: refund}, &l)
+		h.s.budget.settle(req, res, attemptOutcome{latency: h.t.clock().Now().Sub(start), timeout: h.s.attemptTimeout, refund: refund}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil
@@ -395,7 +396,7 @@ func (h *hedge) abort(err error) error {
 func (h *hedge) collect() {
 	for ; h.inFlight > 0; h.inFlight-- {
 		o := <-h.results
-		h.t.observeAttempt(h.attempt(&o), h.s.maxRetries, true)
+		h.t.obs.reportAttempt(h.attempt(&o), h.s.maxRetries, true)
 		if o.res != nil && o.res.Body != nil {
 			o.res.Body.Close()
 		}

@@ -230,7 +230,7 @@ func retry(make func(string) (*http.Request, error), p peer) func(*testing.B) {
 }
 
 // BenchmarkStorm reports the amplification of the dead-backend storm of
-// storm_test.go (50 clients × 100 GETs, a Transport per client, each
+// suite_storm_test.go (50 clients × 100 GETs, a Transport per client, each
 // library's defaults but for waits of 1ms) as the metric hits/req. One
 // iteration is one whole storm.
 func BenchmarkStorm(b *testing.B) {
