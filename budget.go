@@ -125,6 +125,7 @@ type RetryBudget struct {
 
 	origin time.Time        // the zero of the hosts' clocks
 	now    func() time.Time // time.Now, but for tests
+	real   bool             // now is time.Now: a reading of the real clock may stand in for it
 }
 
 // tokenScale is the number of micro-tokens in a token: buckets count in
@@ -136,7 +137,9 @@ const maxBudgetCapacity = 1 << 30
 
 // NewRetryBudget returns a budget configured by opts.
 func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
-	return newRetryBudget(opts, time.Now)
+	b := newRetryBudget(opts, time.Now)
+	b.real = true
+	return b
 }
 
 func newRetryBudget(opts RetryBudgetOptions, now func() time.Time) *RetryBudget {
@@ -193,6 +196,16 @@ func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 // made: monotonic, and cheap to store in an atomic.
 func (b *RetryBudget) clock() int64 { return int64(b.now().Sub(b.origin)) }
 
+// clockAt is clock, read as of end, a reading of the real clock taken a
+// moment ago, when the budget runs on the real clock: one reading fewer
+// per attempt. A zero end, or a budget on a test's clock, reads the clock.
+func (b *RetryBudget) clockAt(end time.Time) int64 {
+	if b.real && !end.IsZero() {
+		return int64(end.Sub(b.origin))
+	}
+	return b.clock()
+}
+
 // withdraw takes one token from the bucket of req's host and reports
 // whether it could: whether one more attempt (a retry, or a hedge) may be
 // sent at once. A nil budget allows everything.
@@ -217,6 +230,7 @@ type attemptOutcome struct {
 	timeout time.Duration // the attempt's timeout, if any
 	refund  bool          // a retry after a connection lost before any response
 	neutral bool          // cancelled: says nothing about the host
+	end     time.Time     // when it ended, on the real clock; zero: not known (clockAt)
 }
 
 // settle records the outcome of an attempt that sent req: a success
@@ -257,7 +271,7 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
 		return
 	}
-	at := b.clock()
+	at := b.clockAt(o.end)
 	h.stats.record(at, ok, o.first, o.latency)
 	switch {
 	case l != nil && l.held:

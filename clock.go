@@ -86,6 +86,24 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, clockTimer) {
 
 func (realClock) AfterFunc(d time.Duration, f func()) clockTimer { return time.AfterFunc(d, f) }
 
+// clockNow is t.clock().Now(), without the interface call on the real
+// clock.
+func (t *Transport) clockNow() time.Time {
+	if t.clk != nil {
+		return t.clk.Now()
+	}
+	return time.Now()
+}
+
+// realEnd returns end, a reading of t's clock, if that clock is the real
+// one, else the zero time: what attemptOutcome.end may hold.
+func (t *Transport) realEnd(end time.Time) time.Time {
+	if t.clk != nil {
+		return time.Time{}
+	}
+	return end
+}
+
 // clock returns t's clock: the real one unless a test set another.
 func (t *Transport) clock() clock {
 	if t.clk != nil {

@@ -196,10 +196,11 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		if watch {
 			sent, w = watchWrites(sent)
 		}
-		start := t.clock().Now()
+		start := t.clockNow()
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout, refund: refundable}, &l)
+		end := t.clockNow()
+		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: end.Sub(start), timeout: s.attemptTimeout, refund: refundable, end: t.realEnd(end)}, &l)
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
 
