@@ -196,15 +196,10 @@ func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 // made: monotonic, and cheap to store in an atomic.
 func (b *RetryBudget) clock() int64 { return int64(b.now().Sub(b.origin)) }
 
-// clockAt is clock, read as of end, a reading of the real clock taken a
-// moment ago, when the budget runs on the real clock: one reading fewer
-// per attempt. A zero end, or a budget on a test's clock, reads the clock.
-func (b *RetryBudget) clockAt(end time.Time) int64 {
-	if b.real && !end.IsZero() {
-		return int64(end.Sub(b.origin))
-	}
-	return b.clock()
-}
+// since is clock on the real clock, from its monotonic reading alone
+// (time.Since): cheaper than time.Now. Only for a budget whose clock is
+// real (b.real).
+func (b *RetryBudget) since() int64 { return int64(time.Since(b.origin)) }
 
 // withdraw takes one token from the bucket of req's host and reports
 // whether it could: whether one more attempt (a retry, or a hedge) may be
@@ -230,7 +225,8 @@ type attemptOutcome struct {
 	timeout time.Duration // the attempt's timeout, if any
 	refund  bool          // a retry after a connection lost before any response
 	neutral bool          // cancelled: says nothing about the host
-	end     time.Time     // when it ended, on the real clock; zero: not known (clockAt)
+	at      int64         // when it ended, on the budget's clock, if atKnown
+	atKnown bool          // else settle reads the clock
 }
 
 // settle records the outcome of an attempt that sent req: a success
@@ -271,7 +267,10 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
 		return
 	}
-	at := b.clockAt(o.end)
+	at := o.at
+	if !o.atKnown {
+		at = b.clock()
+	}
 	h.stats.record(at, ok, o.first, o.latency)
 	switch {
 	case l != nil && l.held:

@@ -196,11 +196,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		if watch {
 			sent, w = watchWrites(sent)
 		}
-		start := t.clockNow()
+		timer := t.startAttempt(s.budget)
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		end := t.clockNow()
-		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: end.Sub(start), timeout: s.attemptTimeout, refund: refundable, end: t.realEnd(end)}, &l)
+		s.budget.settle(sent, res, timer.outcome(t, s.budget, attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}), &l)
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
 
