@@ -98,25 +98,42 @@ type idempotency struct {
 // keyed returns the request to send for req, with a key if it needs one
 // (withIdempotencyKey), and that request's idempotency.
 func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) {
+	var f headerFacts
+	return s.keyedScanned(req, &f)
+}
+
+// keyedScanned is keyed, leaving in f what it found in req's headers, if
+// it looked (headerscan.go): each header is then looked up once per
+// request.
+func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
 	// no key and is guessed idempotent whatever its headers.
-	if s.ownPolicy && defaultRetryPolicy.idempotentMethod(req.Method) {
+	idempotentMethod := defaultRetryPolicy.idempotentMethod(req.Method)
+	if s.ownPolicy && idempotentMethod {
 		return req, idempotency{guessed: true}, nil
 	}
-	req, injected, err := s.withIdempotencyKey(req)
+	*f = scanHeader(req.Header)
+	req, injected, err := s.withIdempotencyKey(req, idempotentMethod, f)
 	if err != nil {
 		return req, idempotency{}, err
 	}
-	return req, idempotency{injected: injected, guessed: s.guessIdempotent(req, injected)}, nil
+	guessed := false
+	if s.ownPolicy { // the default rules (guessIdempotent), without a call through reflect
+		guessed = idempotentMethod || injected && s.idempotencyKeysHonored || !injected && f.hasIdempotencyKey()
+	} else {
+		guessed = s.guessIdempotent(req, injected)
+	}
+	return req, idempotency{injected: injected, guessed: guessed}, nil
 }
 
 // withIdempotencyKey returns the request to send for req: req itself, or, if
 // it needs a key, a shallow copy of it with its own headers and a fresh key.
-// It reports whether it injected a key.
-func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, error) {
-	if !s.idempotencyKeys || defaultRetryPolicy.idempotentMethod(req.Method) ||
-		carriesKey(req.Header, s.idempotencyKeyHeader) {
+// It reports whether it injected a key. idempotentMethod says whether req's
+// method is one of the default idempotent methods; f holds the facts of
+// req's headers.
+func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, f *headerFacts) (*http.Request, bool, error) {
+	if !s.idempotencyKeys || idempotentMethod || f.carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
 	key, err := newKey()

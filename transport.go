@@ -162,12 +162,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	req, idem, err := s.keyed(req) // idempotency.go: once per request
+	var facts headerFacts                         // of req's headers, looked up once (headerscan.go)
+	req, idem, err := s.keyedScanned(req, &facts) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	body, err := newReplay(req, s)
+	body, err := newReplay(req, s, &facts)
 	if err != nil {
 		return nil, ending{StopError, 0}, err
 	}
