@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -143,7 +144,10 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 	// One allocation for the copy and the key's value slice; the header
 	// map has room for the key.
 	r := &keyedRequest{Request: *req}
-	r.value[0] = keyString(&key)
+	formatKey(&r.text, &key)
+	// The value's bytes live in r, never written again: no allocation of
+	// their own, and alive as long as the request copy is.
+	r.value[0] = unsafe.String(&r.text[0], len(r.text))
 	r.Header = cloneHeaderPlus(req.Header, "")
 	if s.idempotencyKeysHonored {
 		r.Header[canonicalKeyName(s.idempotencyKeyHeader)] = r.value[:]
@@ -159,11 +163,12 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 	return &r.Request, true, nil
 }
 
-// keyedRequest is a request copy that carries an injected key, and the
-// key's value slice, in one allocation.
+// keyedRequest is a request copy that carries an injected key, the key's
+// value slice and the value's bytes, in one allocation.
 type keyedRequest struct {
 	http.Request
 	value [1]string
+	text  [36]byte
 }
 
 // canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
@@ -200,8 +205,14 @@ func newKey() (uuid.UUID, error) {
 // keyString is key.String(), the canonical form of a UUID
 // (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), in one pass.
 func keyString(key *uuid.UUID) string {
-	const digits = "0123456789abcdef"
 	var buf [36]byte
+	formatKey(&buf, key)
+	return string(buf[:])
+}
+
+// formatKey writes the canonical form of key to buf.
+func formatKey(buf *[36]byte, key *uuid.UUID) {
+	const digits = "0123456789abcdef"
 	j := 0
 	for i, b := range key {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
@@ -211,7 +222,6 @@ func keyString(key *uuid.UUID) string {
 		buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
 		j += 2
 	}
-	return string(buf[:])
 }
 
 // keyRand is the batch of random bytes that keys are cut from.
