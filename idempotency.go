@@ -166,9 +166,10 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 // keyedRequest is a request copy that carries an injected key, the key's
 // value slice and the value's bytes, in one allocation.
 type keyedRequest struct {
-	http.Request
-	value [1]string
-	text  [36]byte
+	http.Request // first: watchWrites finds the rest from it
+	value        [1]string
+	text         [36]byte
+	watch        writeWatch // watchWrites
 }
 
 // canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
@@ -313,22 +314,47 @@ func (t *Transport) baseReplaysOnlyUnsent() bool {
 	return ok
 }
 
-// writeWatch records whether an attempt's request headers were written to
-// a connection, by any send of that attempt.
+// writeWatch records whether the current attempt's request headers were
+// written to a connection, by any send of that attempt.
 type writeWatch struct {
 	trace httptrace.ClientTrace
 	wrote atomic.Bool
-	req   http.Request // the attempt's request, with the watching context
+}
+
+// watchedRequest is a copy of a request with the watch of its writes, in
+// one allocation.
+type watchedRequest struct {
+	http.Request
+	watch writeWatch
 }
 
 // watchWrites returns req with a context that reports its writes to the
-// returned watch; the caller's own ClientTrace, if any, still runs. The
-// copy of req lives in the watch: one allocation less.
-func watchWrites(req *http.Request) (*http.Request, *writeWatch) {
-	w := &writeWatch{}
+// returned watch; the caller's own ClientTrace, if any, still runs. It is
+// called once per request: every attempt's request is req or a copy of it
+// (replay), and carries its context; the watch is reset before each
+// attempt (reset). own says that req is the transport's copy with an
+// injected key (keyedRequest), which then carries the context and the
+// watch itself; otherwise the copy of req lives with the watch. One
+// allocation less either way.
+func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
+	var w *writeWatch
+	r := req
+	if own {
+		w = &(*keyedRequest)(unsafe.Pointer(req)).watch // Request is keyedRequest's first field
+	} else {
+		c := &watchedRequest{Request: *req}
+		w, r = &c.watch, &c.Request
+	}
 	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
-	w.req = *req.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
-	return &w.req, w
+	*r = *r.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
+	return r, w
+}
+
+// reset forgets the writes of the previous attempt, if w is not nil.
+func (w *writeWatch) reset() {
+	if w != nil {
+		w.wrote.Store(false)
+	}
 }
 
 // mark returns err, marked if the request had been written before it.

@@ -180,6 +180,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	// replay them (idempotency.go).
 	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
 		!idem.guessed
+	var w *writeWatch
+	if watch {
+		body.req, w = watchWrites(body.req, idem.injected)
+	}
 	var l lease              // the retry's claim on the destination's budget
 	var waited time.Duration // parked so far
 	refundable := false      // this attempt retries a lost connection
@@ -193,10 +197,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 			l.end(s.budget, outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
-		var w *writeWatch
-		if watch {
-			sent, w = watchWrites(sent)
-		}
+		w.reset()
 		timer := t.startAttempt(s.budget)
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
