@@ -17,10 +17,28 @@ type headerFacts struct {
 	key, xKey       bool // and their first values are not empty
 }
 
-// scanHeader returns the facts of h.
+// scanHeader returns the facts of h. The names under their canonical
+// spelling are looked up first; only a header with other names as well is
+// walked, for the names under other spellings.
 func scanHeader(h http.Header) headerFacts {
 	f := headerFacts{scanned: true}
 	if len(h) == 0 {
+		return f
+	}
+	found := 0
+	if _, ok := h[AttemptHeader]; ok {
+		f.attempt = true
+		found++
+	}
+	if v, ok := h[DefaultIdempotencyKeyHeader]; ok {
+		f.hasKey, f.key = true, len(v) > 0 && v[0] != ""
+		found++
+	}
+	if v, ok := h["X-Idempotency-Key"]; ok {
+		f.hasXKey, f.xKey = true, len(v) > 0 && v[0] != ""
+		found++
+	}
+	if found == len(h) {
 		return f
 	}
 	for k, v := range h {
@@ -28,11 +46,11 @@ func scanHeader(h http.Header) headerFacts {
 		case len(AttemptHeader):
 			f.attempt = f.attempt || strings.EqualFold(k, AttemptHeader)
 		case len(DefaultIdempotencyKeyHeader):
-			if (k == DefaultIdempotencyKeyHeader || !f.hasKey) && strings.EqualFold(k, DefaultIdempotencyKeyHeader) {
+			if !f.hasKey && strings.EqualFold(k, DefaultIdempotencyKeyHeader) {
 				f.key, f.hasKey = len(v) > 0 && v[0] != "", true
 			}
 		case len("X-Idempotency-Key"):
-			if (k == "X-Idempotency-Key" || !f.hasXKey) && strings.EqualFold(k, "X-Idempotency-Key") {
+			if !f.hasXKey && strings.EqualFold(k, "X-Idempotency-Key") {
 				f.xKey, f.hasXKey = len(v) > 0 && v[0] != "", true
 			}
 		}
