@@ -69,3 +69,14 @@ func TestKeyedScannedSameGuess(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultIdempotentMethodSameAsList checks the switch of the default
+// idempotent methods against the default policy's list.
+func TestDefaultIdempotentMethodSameAsList(t *testing.T) {
+	for _, m := range []string{"", "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "POST", "PATCH", "CONNECT", "get", "put", "Get"} {
+		assert.Equal(t, defaultRetryPolicy.idempotentMethod(m), defaultIdempotentMethod(m), "method %q", m)
+	}
+	for _, m := range defaultIdempotentMethods {
+		assert.True(t, defaultIdempotentMethod(m), m)
+	}
+}

@@ -110,7 +110,7 @@ func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Reques
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
 	// no key and is guessed idempotent whatever its headers.
-	idempotentMethod := defaultRetryPolicy.idempotentMethod(req.Method)
+	idempotentMethod := defaultIdempotentMethod(req.Method)
 	if s.ownPolicy && idempotentMethod {
 		return req, idempotency{guessed: true}, nil
 	}
@@ -126,6 +126,16 @@ func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Reques
 		guessed = s.guessIdempotent(req, injected)
 	}
 	return req, idempotency{injected: injected, guessed: guessed}, nil
+}
+
+// defaultIdempotentMethod is defaultRetryPolicy.idempotentMethod(method),
+// by a switch rather than a walk of the list.
+func defaultIdempotentMethod(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // withIdempotencyKey returns the request to send for req: req itself, or, if
