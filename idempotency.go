@@ -176,10 +176,9 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 // keyedRequest is a request copy that carries an injected key, the key's
 // value slice and the value's bytes, in one allocation.
 type keyedRequest struct {
-	http.Request // first: watchWrites finds the rest from it
-	value        [1]string
-	text         [36]byte
-	watch        writeWatch // watchWrites
+	http.Request
+	value [1]string
+	text  [36]byte
 }
 
 // canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
@@ -343,14 +342,13 @@ type watchedRequest struct {
 // called once per request: every attempt's request is req or a copy of it
 // (replay), and carries its context; the watch is reset before each
 // attempt (reset). own says that req is the transport's copy with an
-// injected key (keyedRequest), which then carries the context and the
-// watch itself; otherwise the copy of req lives with the watch. One
-// allocation less either way.
+// injected key (keyedRequest), which then carries the context itself;
+// otherwise the copy of req lives with the watch.
 func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
 	var w *writeWatch
 	r := req
 	if own {
-		w = &(*keyedRequest)(unsafe.Pointer(req)).watch // Request is keyedRequest's first field
+		w = &writeWatch{}
 	} else {
 		c := &watchedRequest{Request: *req}
 		w, r = &c.watch, &c.Request

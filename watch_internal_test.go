@@ -35,7 +35,7 @@ func TestWatchWritesOncePerRequest(t *testing.T) {
 		watched, w := watchWrites(req, own)
 		assert.Equal(t, callerCtx, caller.Context(), "the caller's request keeps its context")
 		if own {
-			assert.Same(t, req, watched, "the keyed copy carries the watch itself")
+			assert.Same(t, req, watched, "the keyed copy carries the context itself")
 		} else {
 			assert.NotSame(t, caller, watched)
 		}
