@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,9 @@ func TestPerformanceDocCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %d counts written", perfDoc, len(measured))
+		for _, err := range docClaims(measured) {
+			t.Errorf("%s: %v; the prose of \"Goals, checked\" says otherwise: edit it, and docClaims", perfDoc, err)
+		}
 		return
 	}
 
@@ -80,11 +84,32 @@ func TestPerformanceDocCounts(t *testing.T) {
 		t.Error("no marked figure in " + perfDoc)
 	}
 	for _, m := range marked {
-		if _, ok := documented[m.key]; !ok {
+		inTable, ok := documented[m.key]
+		if !ok {
 			t.Errorf("%s: marked figure %q is in no table", perfDoc, m.key)
-		} else if got, ok := measured[m.key]; ok && !figureMatches(m, got) {
+			continue
+		}
+		got, ok := measured[m.key]
+		if !ok { // not measured again: as in the table
+			got, _ = strconv.ParseFloat(strings.ReplaceAll(inTable, ",", ""), 64)
+		}
+		if !figureMatches(m, got) {
 			t.Errorf("%s: figure %q is %s, measured %v; run bench/perfdoc.sh", perfDoc, m.key, m.value, got)
 		}
+	}
+	// The claims are checked on the figures measured, and on those
+	// documented for what is not measured again.
+	all := map[string]float64{}
+	for key, v := range documented {
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(v, ",", ""), 64); err == nil {
+			all[key] = f
+		}
+	}
+	for key, v := range measured {
+		all[key] = v
+	}
+	for _, err := range docClaims(all) {
+		t.Errorf("%s: %v; the prose of \"Goals, checked\" says otherwise", perfDoc, err)
 	}
 	if len(measured) < 50 {
 		t.Errorf("only %d counts measured: did the rows or columns change names?", len(measured))
@@ -148,6 +173,50 @@ func measureCounts(t *testing.T, all bool) map[string]float64 {
 		}
 	}
 	return got
+}
+
+// docClaims checks the comparisons that the prose of docs/performance.md
+// makes ("Goals, checked") on figures, keyed as measureCounts keys them,
+// and returns those that fail:
+//   - on every row of the counts table but a new host, retryhttp allocates
+//     no more often and no more bytes (within 3%) than each peer that has
+//     the row;
+//   - on the happy GET, in parallel and on the POST with the caller's key,
+//     as often as the bare transport, and as many bytes (within 3%);
+//   - its storm amplification is the lowest of the retrying libraries.
+func docClaims(figures map[string]float64) []error {
+	var errs []error
+	fig := func(unit, row, lib string) (float64, bool) {
+		v, ok := figures[unit+" "+row+" "+lib]
+		return v, ok
+	}
+	for _, r := range docTables[0].rows {
+		for _, unit := range []string{"allocs/op", "B/op"} {
+			ours, ok := fig(unit, r.row, "retryhttp")
+			if !ok || strings.HasPrefix(r.row, "NewHost/") {
+				continue
+			}
+			for _, peer := range []string{"retryablehttp", "failsafehttp"} {
+				if theirs, ok := fig(unit, r.row, peer); ok && ours > theirs*1.03 {
+					errs = append(errs, fmt.Errorf("%s %s: retryhttp %v, more than %s's %v", unit, r.row, ours, peer, theirs))
+				}
+			}
+			bare, ok := fig(unit, r.row, "bare")
+			switch r.row {
+			case "HappyPath/via=mem/req=GET", "Parallel/req=GET64", "HappyPath/via=mem/req=POST64KiBKeyed":
+				if ok && math.Abs(ours-bare) > bare*0.03 {
+					errs = append(errs, fmt.Errorf("%s %s: retryhttp %v, bare %v", unit, r.row, ours, bare))
+				}
+			}
+		}
+	}
+	ours, _ := fig("hits/req", "Storm/req=dead503", "retryhttp")
+	for _, peer := range []string{"retryablehttp", "failsafehttp"} {
+		if theirs, ok := fig("hits/req", "Storm/req=dead503", peer); ok && ours >= theirs {
+			errs = append(errs, fmt.Errorf("storm: retryhttp %v hits per request, %s %v", ours, peer, theirs))
+		}
+	}
+	return errs
 }
 
 // stormColumns names the columns of the storm table after the libraries of
