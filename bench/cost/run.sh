@@ -73,7 +73,7 @@ instructions() {
 		return 1
 	fi
 	# A regexp that matches no benchmark passes too: check that it ran.
-	grep -q '^PASS' "$log.out" && grep -Eq "^Benchmark[^[:space:]]*[[:space:]]+$n[[:space:]]" "$log.out" || return 1
+	grep -q '^PASS' "$log.out" && grep -Eq "^Benchmark[^[:space:]]*[[:space:]]+${n}[[:space:]]" "$log.out" || return 1
 	sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$log"
 }
 
