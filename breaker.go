@@ -286,7 +286,7 @@ func sample(ctx context.Context, res *http.Response, err error) error {
 		return errSampleExcluded // the caller's body failed
 	case err != nil:
 		return errSampleFailed
-	case res.StatusCode >= 500, res.StatusCode == http.StatusTooManyRequests:
+	case failedStatus(res.StatusCode): // failure.go
 		return errSampleFailed
 	}
 	return nil

@@ -59,7 +59,7 @@ func try(c *http.Client, url string) (int, error) {
 func TestBreakerOpensAfterMinRequestsAndFailsFast(t *testing.T) {
 	srv := deadServer(t)
 	var changes transitions
-	c := newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
+	c := newClient(t, onFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
 
 	for i := range 20 {
 		code, err := try(c, srv.URL)
@@ -261,7 +261,7 @@ func TestBreakerPerHost(t *testing.T) {
 
 func TestBreakerOffByDefault(t *testing.T) {
 	srv := deadServer(t)
-	c := newClient(t)
+	c := newClient(t, onFakeTime())
 	for range 100 {
 		code, err := try(c, srv.URL)
 		require.NoError(t, err)
@@ -272,7 +272,7 @@ func TestBreakerOffByDefault(t *testing.T) {
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	srv := deadServer(t)
 	var changes transitions
-	c := newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := newClient(t, onFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 20, OnStateChange: changes.record,
 	}))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -278,28 +278,6 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 	}
 }
 
-// success reports whether an attempt that ended with res shows a server
-// that answers and does not ask to be left alone: a response below 500,
-// other than 429, and for 4xx without Retry-After.
-func success(res *http.Response) bool {
-	switch {
-	case res == nil, res.StatusCode >= 500, res.StatusCode == http.StatusTooManyRequests:
-		return false
-	case res.StatusCode >= 400:
-		return res.Header.Get("Retry-After") == ""
-	}
-	return true
-}
-
-// errBudgetRefused joins ErrRetryBudgetExhausted with the last attempt's
-// error, or returns nil when the attempt ended with a response.
-func errBudgetRefused(err error) error {
-	if err == nil {
-		return nil
-	}
-	return joinErr(ErrRetryBudgetExhausted, err)
-}
-
 // withdraw takes one token if there is one.
 func (h *hostState) withdraw() bool {
 	for {

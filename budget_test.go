@@ -19,39 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// deadServer answers every request with 503 and the body "down".
-func deadServer(t testing.TB) *countingServer {
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "down")
-	})
-}
-
-// okServer answers every request with 200.
-func okServer(t testing.TB) *countingServer {
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok")
-	})
-}
-
-// failOnceServer fails the first request to each path with 503, and
-// answers the others with 200.
-func failOnceServer(t testing.TB) *countingServer {
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		first := !seen[r.URL.Path]
-		seen[r.URL.Path] = true
-		mu.Unlock()
-		if first {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	})
-}
-
 // newClient returns a client whose transport never waits between attempts.
 func newClient(t testing.TB, opts ...retryhttp.Option) *http.Client {
 	t.Helper()
@@ -179,26 +146,6 @@ func TestBudgetOptionsInvalidMeanDefault(t *testing.T) {
 				retryhttp.BudgetDeposit(b, u, 200)
 			}
 			assert.InDelta(t, tt.wantRefill, retryhttp.BudgetTokens(b, u), 1e-9)
-		})
-	}
-}
-
-func TestHostKey(t *testing.T) {
-	tests := []struct {
-		give string
-		want string
-	}{
-		{give: "http://example.com/a?b", want: "http://example.com:80"},
-		{give: "http://example.com:80/", want: "http://example.com:80"},
-		{give: "https://example.com/", want: "https://example.com:443"},
-		{give: "https://example.com:8443/", want: "https://example.com:8443"},
-		{give: "http://user:pw@127.0.0.1:8080/x", want: "http://127.0.0.1:8080"},
-		{give: "http://[::1]/", want: "http://[::1]:80"},
-		{give: "http://[::1]:9000/", want: "http://[::1]:9000"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.give, func(t *testing.T) {
-			assert.Equal(t, tt.want, retryhttp.HostKey(tt.give))
 		})
 	}
 }
@@ -353,7 +300,7 @@ func TestBudgetRecovers(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	c := newClient(t)
+	c := newClient(t, onFakeTime())
 
 	// Dead: the bucket empties.
 	for range 10 {
@@ -498,7 +445,7 @@ func TestBudgetRefusalsKeepTheConnection(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newClient(t)
+	c := newClient(t, onFakeTime())
 	for range 20 {
 		get(t, c, srv.URL)
 	}
@@ -576,4 +523,23 @@ func TestBudgetLostConnectionRetriesRefundedOnSuccess(t *testing.T) {
 		assert.Equal(t, int64(n+retryhttp.DefaultRetryBudgetCapacity), counted.attempts.Load(),
 			"the budget's 10 retries, then none: failed retries are not refunded")
 	})
+}
+
+func TestDefaultBudgetSharedByTransports(t *testing.T) {
+	// Transports made without WithRetryBudget, one per call say, share the
+	// process's default budget, as http.DefaultTransport shares
+	// connections; an explicit budget is a Transport's own.
+	a, b := retryhttp.New(), &retryhttp.Transport{}
+	own := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c := retryhttp.New(retryhttp.WithRetryBudget(own))
+	require.NotNil(t, retryhttp.DefaultBudgetOf(a))
+	assert.Same(t, retryhttp.DefaultBudgetOf(a), retryhttp.DefaultBudgetOf(b))
+	assert.Same(t, own, retryhttp.DefaultBudgetOf(c))
+	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))
+
+	// A token spent through one is gone for the other.
+	srv := deadServer(t)
+	require.True(t, retryhttp.BudgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, retryhttp.BudgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, retryhttp.BudgetTokens(own, srv.URL), 1e-9)
 }

@@ -36,3 +36,57 @@ func WithClock(c Clock) Option {
 		t.now, t.sleep = c.Now, c.Sleep
 	}
 }
+
+// The transport's time. Every read of the time and every timer of a request
+// goes through the Transport's clock: the real one (realClock), or one a
+// test sets (t.clk, export_test.go), that tests advance by hand: the waits
+// between attempts, the per-attempt timeout, the hedge delay, the latency
+// of attempts, and parking's bounds and polls. The retry budget reads the
+// time through a seam of its own (newRetryBudget), for a test to give it
+// the same clock. A Clock given with WithClock takes over what WithClock
+// says, the waits and the deadline check before them, and nothing else.
+//
+// Three stay on the real clock, by design: callerGone (stop.go) compares
+// the context's deadline with the time an instant before the context's own
+// timer, which runs on the real clock, fires; the bound on draining a
+// discarded body without an attempt timeout (body.go discard) bounds real
+// I/O on a real connection; and DefaultDelayFn, a function of the Attempt
+// alone, reads Retry-After dates against the real clock (delay.go). The
+// circuit breaker (breaker.go) reads gobreaker's clock.
+
+// clock is a source of time and timers.
+type clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that sends the time on the channel once d
+	// has passed.
+	NewTimer(d time.Duration) (<-chan time.Time, clockTimer)
+	// AfterFunc returns a timer that calls f in its own goroutine once d
+	// has passed.
+	AfterFunc(d time.Duration, f func()) clockTimer
+}
+
+// clockTimer is a timer of a clock: *time.Timer's Stop and Reset.
+type clockTimer interface {
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// realClock is the clock of the time package.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) (<-chan time.Time, clockTimer) {
+	t := time.NewTimer(d)
+	return t.C, t
+}
+
+func (realClock) AfterFunc(d time.Duration, f func()) clockTimer { return time.AfterFunc(d, f) }
+
+// clock returns t's clock: the real one unless a test set another.
+func (t *Transport) clock() clock {
+	if t.clk != nil {
+		return t.clk
+	}
+	return realClock{}
+}

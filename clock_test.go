@@ -70,3 +70,49 @@ func TestClockDoesNotGovernParking(t *testing.T) {
 		assert.Len(t, clock.Sleeps(), 2, "the delays of both retries went through the fake clock; the parked wait did not")
 	}
 }
+
+// TestFakeTimeGovernsTimers: with a clock that moves only when the test
+// says (retryhttp.NewFakeTime), an hour's hedge delay and an hour's
+// attempt timeout pass when the test advances the clock, not before.
+func TestFakeTimeGovernsTimers(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  retryhttp.Option
+		want string // the body of the winning attempt
+	}{
+		{"hedge delay", retryhttp.WithHedging(time.Hour, 1), "attempt 2"},
+		{"attempt timeout", retryhttp.WithAttemptTimeout(time.Hour), "attempt 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hs := newHedgeServer(t, slowFirst)
+			clock := retryhttp.NewFakeTime(time.Now())
+			c, _ := newHedgeClient(t, tt.opt, retryhttp.WithFakeTime(clock), unlimitedBudget)
+			type result struct {
+				body string
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := c.Get(hs.URL)
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				done <- result{body: readAll(t, res)}
+			}()
+			require.Equal(t, 1, <-hs.arrived)
+			require.Eventually(t, func() bool { return clock.Timers() > 0 }, 10*time.Second, time.Millisecond, "the timer armed")
+			select {
+			case r := <-done:
+				t.Fatalf("ended before the clock moved: %v", r)
+			case <-time.After(50 * time.Millisecond):
+			}
+			clock.Advance(time.Hour)
+			r := <-done
+			require.NoError(t, r.err)
+			assert.Equal(t, tt.want, r.body)
+			assert.Equal(t, 2, <-hs.arrived)
+		})
+	}
+}

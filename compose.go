@@ -40,7 +40,7 @@ func neverRetried(a Attempt) bool {
 		return false
 	case a.Res == nil:
 		return true
-	case a.Res.StatusCode < 400:
+	case answered(a.Res.StatusCode):
 		return true
 	}
 	return !a.RetrySignalIgnored && HasRetrySignal(a.Res.Header)

@@ -157,11 +157,6 @@ type pushbackWriter struct {
 	wrote  bool        // the status has been written
 }
 
-// failure reports whether a response with status code passes a failure on.
-func failure(code int) bool {
-	return code >= 500 || code == http.StatusTooManyRequests
-}
-
 // pushback tells the Pushback of req's inbound request, if any, that req
 // ended as end says, with res. Only give-ups and signalled failures are
 // reported, so a request that succeeds looks up nothing.
@@ -169,7 +164,7 @@ func (t *Transport) pushback(req *http.Request, end ending, res *http.Response) 
 	if t.noRetrySignal {
 		return
 	}
-	signalled := res != nil && failure(res.StatusCode) && HasRetrySignal(res.Header)
+	signalled := res != nil && failedStatus(res.StatusCode) && HasRetrySignal(res.Header)
 	if !signalled && !end.why.GaveUp() {
 		return
 	}
@@ -185,7 +180,7 @@ func (w *pushbackWriter) Header() http.Header { return w.rw.Header() }
 func (w *pushbackWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 200 { // 1xx are not the final status
 		w.wrote = true
-		if failure(code) && w.gaveUp.Load() && !HasRetrySignal(w.rw.Header()) {
+		if failedStatus(code) && w.gaveUp.Load() && !HasRetrySignal(w.rw.Header()) {
 			w.rw.Header().Add(RetrySignalHeader, RetrySignalNoRetry)
 		}
 	}

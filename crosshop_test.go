@@ -268,7 +268,7 @@ func TestPushbackRule(t *testing.T) {
 		{name: "set by the handler, gave up too", backends: []string{"dead"}, status: 503, preset: true, want: true},
 		{name: "set by the handler in lower case, gave up too", backends: []string{"dead"}, status: 503, preset: true, presetAs: "retry-pushback", want: true},
 	}
-	tr := newTransport(t, noDelay)
+	tr := newTransport(t, noDelay, onFakeTime())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			front := httptest.NewServer(retryhttp.Pushback(frontend(t, tr, backends, tt)))

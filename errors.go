@@ -65,6 +65,24 @@ func errExhausted(attempts int, err error) error {
 	return timeoutWrap{fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, attempts, err)}
 }
 
+// errBudgetRefused joins ErrRetryBudgetExhausted with the last attempt's
+// error, or returns nil when the attempt ended with a response.
+func errBudgetRefused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return joinErr(ErrRetryBudgetExhausted, err)
+}
+
+// errCircuitRefused joins ErrCircuitOpen with the last attempt's error, or
+// returns nil when the attempt ended with a response.
+func errCircuitRefused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return joinErr(ErrCircuitOpen, err)
+}
+
 // timeoutWrap gives an error that wraps others a Timeout method reporting
 // whether one of them is a timeout. An http.Client returns a *url.Error, whose
 // Timeout method asks only the error directly inside it; without this, a

@@ -103,7 +103,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	if err := h.launch(lease{}); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
-	timer := time.NewTimer(s.hedgeDelay)
+	fire, timer := t.clock().NewTimer(s.hedgeDelay)
 	defer timer.Stop()
 	for {
 		sent, inFlight := len(h.cancels), h.inFlight
@@ -111,7 +111,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 		case <-ctx.Done():
 			// 1. The caller gave up: end every attempt.
 			return nil, ending{StopCanceled, len(h.cancels)}, h.abort(ctx.Err())
-		case <-timer.C:
+		case <-fire:
 			// 2. No answer within the hedge delay: one more in parallel.
 			if h.inFlight <= maxHedges {
 				launched, err := h.next()
@@ -121,13 +121,13 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 				if launched {
 					// As documented for Decision: the attempts in flight
 					// and the caller's request.
-					h.t.observeRetry(Attempt{Count: inFlight, Req: caller}, s.maxRetries, s.hedgeDelay, true)
+					h.t.obs.reportRetry(Attempt{Count: inFlight, Req: caller}, s.maxRetries, s.hedgeDelay, true)
 				}
 			}
 		case o := <-h.results:
 			// 3. An answer: final, or a failure replaced at once.
 			h.inFlight--
-			if h.final(&o) {
+			if h.replaceOrEnd(&o) {
 				res, err := h.win(o)
 				return res, ending{h.why, len(h.cancels)}, err
 			}
@@ -139,13 +139,13 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	}
 }
 
-// final decides what one attempt's outcome means. It reports whether o is
-// the request's final outcome, changed as RoundTrip must return it;
+// replaceOrEnd decides what one attempt's outcome means, and acts on it. It
+// reports whether o ends the request, changed as RoundTrip must return it;
 // otherwise o has been replaced by a new attempt if the limit and the budget
 // allowed it, and let go of.
-func (h *hedge) final(o *outcome) bool {
+func (h *hedge) replaceOrEnd(o *outcome) bool {
 	a := h.attempt(o)
-	h.t.observeAttempt(a, h.s.maxRetries, true)
+	h.t.obs.reportAttempt(a, h.s.maxRetries, true)
 	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
 	// request's body is replayable (hedges), and the limit counts every
 	// attempt sent, those still in flight included.
@@ -167,7 +167,7 @@ func (h *hedge) final(o *outcome) bool {
 		}
 	}
 	if launched {
-		h.t.observeRetry(a, h.s.maxRetries, 0, false)
+		h.t.obs.reportRetry(a, h.s.maxRetries, 0, false)
 	}
 	// 3. Another attempt runs: let this one go.
 	if launched || h.inFlight > 0 {
@@ -225,9 +225,9 @@ func (h *hedge) launch(l lease) error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		req, start := sent.WithContext(ctx), time.Now()
+		req, start := sent.WithContext(ctx), h.t.clock().Now()
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: time.Since(start), timeout: h.s.attemptTimeout}, &l)
+		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: h.t.clock().Now().Sub(start), timeout: h.s.attemptTimeout}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil
@@ -278,7 +278,7 @@ func (h *hedge) abort(err error) error {
 func (h *hedge) collect() {
 	for ; h.inFlight > 0; h.inFlight-- {
 		o := <-h.results
-		h.t.observeAttempt(h.attempt(&o), h.s.maxRetries, true)
+		h.t.obs.reportAttempt(h.attempt(&o), h.s.maxRetries, true)
 		if o.res != nil && o.res.Body != nil {
 			o.res.Body.Close()
 		}

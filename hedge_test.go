@@ -9,9 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,80 +23,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-// slowHandler is how long a slow attempt holds its answer unless cancelled:
-// far longer than any test may take.
-const slowHandler = 10 * time.Second
-
-// hedgeServer numbers the attempts it receives (1 for the first to arrive),
-// hands each to handle, and records which attempts saw their request
-// cancelled.
-type hedgeServer struct {
-	*httptest.Server
-	hits      atomic.Int32
-	arrived   chan int // attempt numbers, as they arrive
-	cancelled chan int // attempt numbers whose request context ended
-}
-
-func newHedgeServer(t *testing.T, handle func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request)) *hedgeServer {
-	t.Helper()
-	hs := &hedgeServer{arrived: make(chan int, 1024), cancelled: make(chan int, 1024)}
-	hs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := int(hs.hits.Add(1))
-		hs.arrived <- n
-		handle(hs, n, w, r)
-	}))
-	t.Cleanup(hs.Close)
-	return hs
-}
-
-// hold blocks attempt n until its request is cancelled (recorded) or d
-// passes, and reports whether it was cancelled.
-func (hs *hedgeServer) hold(n int, r *http.Request, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-r.Context().Done():
-		hs.cancelled <- n
-		return true
-	case <-timer.C:
-		return false
-	}
-}
-
-// waitCancelled waits until the server has seen the cancellation of exactly
-// the attempts want.
-func (hs *hedgeServer) waitCancelled(t *testing.T, want ...int) {
-	t.Helper()
-	var got []int
-	timeout := time.After(2 * time.Second)
-	for len(got) < len(want) {
-		select {
-		case n := <-hs.cancelled:
-			got = append(got, n)
-		case <-timeout:
-			require.Failf(t, "cancellations not seen", "got %v, want %v (%d attempts arrived)", got, want, hs.hits.Load())
-		}
-	}
-	slices.Sort(got)
-	require.Equal(t, want, got)
-}
-
 // notHedged is how long a test holds an attempt that it expects not to be
 // hedged: many hedge delays, yet a short wait for the test.
 const notHedged = 150 * time.Millisecond
-
-// slowFirst holds the first attempt and answers the others with their number.
-func slowFirst(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
-	if n == 1 && hs.hold(n, r, slowHandler) {
-		return
-	}
-	fmt.Fprintf(w, "attempt %d", n)
-}
-
-// alwaysSlow holds every attempt.
-func alwaysSlow(hs *hedgeServer, n int, _ http.ResponseWriter, r *http.Request) {
-	hs.hold(n, r, slowHandler)
-}
 
 // newHedgeClient returns a client whose transport never waits between
 // attempts, and that transport.
@@ -697,4 +624,20 @@ func TestHedgeDecisionReportsCallerRequestAndInFlight(t *testing.T) {
 	require.Len(t, hedges, 1)
 	assert.Same(t, req, hedges[0].Attempt.Req, "the caller's request")
 	assert.Equal(t, 1, hedges[0].Attempt.Count, "one attempt in flight when the hedge was sent")
+}
+
+func TestHedgeTakesASlot(t *testing.T) {
+	hs := newHedgeServer(t, slowFirst)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(b))
+	BudgetSpend(b, hs.URL) // no token left: the hedge needs a slot
+	window, _, _ := retryhttp.BudgetPacing(b, hs.URL)
+
+	res, err := c.Get(hs.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "attempt 2", readAll(t, res), "the hedge, sent with a slot, won")
+	after, inFlight, _ := retryhttp.BudgetPacing(b, hs.URL)
+	assert.Zero(t, inFlight, "its slot given back")
+	assert.GreaterOrEqual(t, after, window, "settled like a retry: a success does not shrink the window")
+	assert.Less(t, retryhttp.BudgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
 }

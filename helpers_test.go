@@ -2,9 +2,7 @@ package retryhttp_test
 
 import (
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,61 +27,28 @@ func ownBudget() retryhttp.Option {
 	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{}))
 }
 
+// onFakeTime gives a transport a budget of its own, with the defaults, and
+// both a clock that jumps to the end of every wait started on it
+// (retryhttp.NewAutoFakeTime): the waits between attempts and the polls and
+// bounds of parked retries (MaxWait, 2s by default) then pass in
+// microseconds, in the order they would in real time. For tests of a
+// sequence of requests whose parked retries run out their bounds; the
+// attempts themselves run in real time. A later WithRetryBudget replaces
+// the budget, which then runs on the real clock.
+func onFakeTime() retryhttp.Option {
+	c := retryhttp.NewAutoFakeTime(time.Now())
+	b := retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)
+	return func(t *retryhttp.Transport) {
+		retryhttp.WithFakeTime(c)(t)
+		retryhttp.WithRetryBudget(b)(t)
+	}
+}
+
 // noParking is a budget of its own with parking off: the token bucket
 // alone, for tests of its arithmetic.
 func noParking(opts retryhttp.RetryBudgetOptions) retryhttp.Option {
 	opts.NoParking = true
 	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(opts))
-}
-
-// countingServer is an httptest server that counts the requests it handles
-// and the connections it accepts.
-type countingServer struct {
-	*httptest.Server
-	attempts atomic.Int64
-	conns    atomic.Int64
-}
-
-// handlerFn handles the n-th request (1 for the first) of a countingServer.
-type handlerFn func(n int64, w http.ResponseWriter, r *http.Request)
-
-// newCountingServer starts a countingServer on loopback, closed when the test
-// ends.
-func newCountingServer(t testing.TB, h handlerFn) *countingServer {
-	t.Helper()
-	s := &countingServer{}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h(s.attempts.Add(1), w, r)
-	}))
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.conns.Add(1)
-		}
-	}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-// statusThen answers the first failures requests with status, and the others
-// with 200 and the body "ok".
-func statusThen(status int, failures int64) handlerFn {
-	return func(n int64, w http.ResponseWriter, _ *http.Request) {
-		if n <= failures {
-			w.WriteHeader(status)
-			_, _ = io.WriteString(w, http.StatusText(status))
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}
-}
-
-// always answers every request with status and its text as body.
-func always(status int) handlerFn {
-	return func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, http.StatusText(status))
-	}
 }
 
 // newTransport returns a Transport whose idle connections are closed when the
@@ -148,22 +113,6 @@ func payload(n int) []byte {
 		b[i] = byte(x)
 	}
 	return b
-}
-
-// failFirstAttempts answers 503 to the first attempt of each logical request
-// (told apart by its X-Request-Id header) for which fail returns true, and 200
-// with the body "ok" to everything else.
-func failFirstAttempts(fail func(id string) bool) handlerFn {
-	var seen sync.Map
-	return func(_ int64, w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if _, dup := seen.LoadOrStore(id, true); !dup && fail(id) {
-			w.WriteHeader(503)
-			_, _ = io.WriteString(w, "busy")
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}
 }
 
 // roundTripFunc is a fake base transport, for pure unit tests only.

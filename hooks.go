@@ -155,44 +155,44 @@ func (t *Transport) observer() *observer {
 	return t.obs
 }
 
-// observeAttempt reports an attempt to the hooks.
-func (t *Transport) observeAttempt(a Attempt, maxRetries int, hedged bool) {
-	if t.obs == nil {
+// The observer's reports. Each is a method with a nil receiver allowed: a
+// Transport without hooks or logger has a nil observer, and a report to it
+// does nothing and allocates nothing.
+
+// reportAttempt reports an attempt to the hooks.
+func (o *observer) reportAttempt(a Attempt, maxRetries int, hedged bool) {
+	if o == nil {
 		return
 	}
-	for _, fn := range t.obs.onAttempt {
+	for _, fn := range o.onAttempt {
 		fn(AttemptInfo{Attempt: a, MaxRetries: maxRetries, Hedged: hedged})
 	}
 }
 
-// observeRetry reports a decision to retry a, after delay, to the hooks and
+// reportRetry reports a decision to retry a, after delay, to the hooks and
 // the logger.
-func (t *Transport) observeRetry(a Attempt, maxRetries int, delay time.Duration, hedge bool) {
-	if t.obs == nil {
+func (o *observer) reportRetry(a Attempt, maxRetries int, delay time.Duration, hedge bool) {
+	if o == nil {
 		return
 	}
-	d := Decision{Attempt: a, MaxRetries: maxRetries, Retry: true, Hedge: hedge, Delay: delay}
-	t.obs.decide(d)
+	o.report(Decision{Attempt: a, MaxRetries: maxRetries, Retry: true, Hedge: hedge, Delay: delay})
 }
 
-// observeStop reports how a request sent as req ended, once RoundTrip has
-// its outcome. maxRetries is the request's, or negative when its settings
-// were not resolved.
-func (t *Transport) observeStop(req *http.Request, e ending, res *http.Response, err error, maxRetries int) {
-	if t.obs == nil {
+// reportStop reports how a request sent as req ended, once RoundTrip has
+// its outcome; maxRetries is the request's.
+func (o *observer) reportStop(req *http.Request, e ending, res *http.Response, err error, maxRetries int) {
+	if o == nil {
 		return
 	}
-	if maxRetries < 0 { // not resolved yet
-		maxRetries = t.settings(req).maxRetries
-	}
-	t.obs.decide(Decision{
+	o.report(Decision{
 		Attempt:    Attempt{Count: e.attempts, Req: req, Res: res, Err: err},
 		MaxRetries: maxRetries,
 		Reason:     e.why,
 	})
 }
 
-func (o *observer) decide(d Decision) {
+// report hands a decision to the hooks and the logger.
+func (o *observer) report(d Decision) {
 	for _, fn := range o.onDecision {
 		fn(d)
 	}

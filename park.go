@@ -19,9 +19,10 @@ import (
 // the bytes read, which are read again first.
 const maxParkedBody = 4 << 10
 
-// Parking runs on the real clock, as the budget does: WithClock governs
-// only the retry's delay (waited with the Clock) and the deadline check
-// before it.
+// Parking reads the time and waits on the Transport's clock (clock.go),
+// the host's state on the budget's; both are the real clock but in tests.
+// WithClock governs only the retry's delay (waited with its Clock) and the
+// deadline check before it.
 
 // awaitRetry gets the retry of attempt a under way, once the policy chose
 // it and its delay d. With a token of the destination's budget (or no
@@ -43,10 +44,10 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	}
 	until, ok := t.parkable(ctx, s, h, a, d, *waited)
 	if !ok {
-		return lease{}, StopBudgetRefused, errBudgetRefused(a.Err)
+		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	if t.breakers.isOpen(a.Req) {
-		return lease{}, StopCircuitOpen, errCircuitRefused(a.Err)
+		return lease{}, StopCircuitOpen, markGiveUp(StopCircuitOpen, a.Count, a.Err)
 	}
 	if err := t.wait(ctx, d); err != nil {
 		discard(a.Res)
@@ -55,26 +56,24 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	if h.withdraw() { // successes may have refilled the bucket meanwhile
 		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, 0)
 	}
-	start := time.Now()
+	start := t.clock().Now()
 	l, why := t.park(ctx, b, h, a, until)
-	*waited += time.Since(start)
+	*waited += t.clock().Now().Sub(start)
 	switch why {
 	case 0:
 		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
 	case StopCanceled:
 		discard(a.Res)
 		return lease{}, why, ctx.Err()
-	case StopCircuitOpen:
-		return lease{}, why, errCircuitRefused(a.Err)
 	}
-	return lease{}, why, errBudgetRefused(a.Err)
+	return lease{}, why, markGiveUp(why, a.Count, a.Err) // budget refused, circuit open
 }
 
 // proceed reports the retry of a after delay d, lets go of its response
 // and waits wait (d, or nothing when it was waited already). It returns l,
 // or StopCanceled, giving l's slot back, if the caller gave up meanwhile.
 func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Attempt, maxRetries int, d, wait time.Duration) (lease, StopReason, error) {
-	t.observeRetry(a, maxRetries, d, false)
+	t.obs.reportRetry(a, maxRetries, d, false)
 	discard(a.Res)
 	if err := t.wait(ctx, wait); err != nil {
 		l.end(b, outNeutral, 0, 0)
@@ -92,7 +91,7 @@ func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a A
 	if b.noParking || b.clock()-h.stats.lastOK.Load() > int64(b.maxWait) {
 		return time.Time{}, false
 	}
-	now := time.Now()
+	now := t.clock().Now()
 	until := now.Add(d + b.maxWait - waited)
 	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
 		until = deadline.Add(-s.attemptTimeout)
@@ -141,10 +140,12 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 	if !t.breakers.park(a.Req, b, func() bool { return b.enqueue(h, w) }) {
 		return lease{}, StopBudgetRefused
 	}
-	start := time.Now()
-	t.observePark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
+	c := t.clock()
+	start := c.Now()
+	t.obs.reportPark(ParkEvent{Kind: ParkParked, Attempt: a}, h)
 
-	var timer *time.Timer
+	var timer clockTimer
+	var fire <-chan time.Time
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -156,32 +157,32 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		h.mu.Unlock()
 		switch state {
 		case waitReleased:
-			t.observePark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: time.Since(start)}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: c.Now().Sub(start)}, h)
 			return lease{host: h, seq: w.seq, held: true}, 0
 		case waitFailed:
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCircuitOpen}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
 		}
 		// The bound of the request, or the host's: no success for MaxWait.
-		sleep := min(time.Until(until), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
+		sleep := min(until.Sub(c.Now()), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
 		if sleep <= 0 {
 			if _, released := t.leave(b, h, w); released {
 				continue // released as it gave up: take the slot
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopBudgetRefused}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopBudgetRefused}, h)
 			return lease{}, StopBudgetRefused
 		}
 		if first {
 			sleep = min(sleep, pollInterval)
 		}
 		if timer == nil {
-			timer = time.NewTimer(sleep)
+			fire, timer = c.NewTimer(sleep)
 		} else {
 			timer.Reset(sleep)
 		}
 		select {
 		case <-w.ch:
-		case <-timer.C:
+		case <-fire:
 			h.mu.Lock()
 			h.step(b, b.clock(), input{ev: evPoke})
 			h.mu.Unlock()
@@ -189,7 +190,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			if l, ok := t.leave(b, h, w); ok {
 				l.end(b, outNeutral, 0, 0)
 			}
-			t.observePark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: time.Since(start), Reason: StopCanceled}, h)
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCanceled}, h)
 			return lease{}, StopCanceled
 		}
 	}
@@ -347,15 +348,6 @@ func (b *RetryBudget) failParked(k hostKey, owner any) {
 	h.mu.Unlock()
 }
 
-// errCircuitRefused joins ErrCircuitOpen with the last attempt's error, or
-// returns nil when the attempt ended with a response.
-func errCircuitRefused(err error) error {
-	if err == nil {
-		return nil
-	}
-	return joinErr(ErrCircuitOpen, err)
-}
-
 // ParkKind says what happened to a parked retry.
 type ParkKind uint8
 
@@ -432,10 +424,9 @@ func WithOnPark(fn func(ParkEvent)) Option {
 	}
 }
 
-// observePark completes e with h's state and reports it to the hooks and
+// reportPark completes e with h's state and reports it to the hooks and
 // the logger.
-func (t *Transport) observePark(e ParkEvent, h *hostState) {
-	o := t.obs
+func (o *observer) reportPark(e ParkEvent, h *hostState) {
 	if o == nil || len(o.onPark) == 0 && (o.logger == nil || e.Kind == ParkDropped) {
 		return
 	}

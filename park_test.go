@@ -387,38 +387,3 @@ func TestParkedTenThousandBounded(t *testing.T) {
 	_, inFlight, parked := retryhttp.BudgetPacing(b, url)
 	assert.Zero(t, inFlight+parked)
 }
-
-func TestHedgeTakesASlot(t *testing.T) {
-	hs := newHedgeServer(t, slowFirst)
-	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
-	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(b))
-	BudgetSpend(b, hs.URL) // no token left: the hedge needs a slot
-	window, _, _ := retryhttp.BudgetPacing(b, hs.URL)
-
-	res, err := c.Get(hs.URL)
-	require.NoError(t, err)
-	assert.Equal(t, "attempt 2", readAll(t, res), "the hedge, sent with a slot, won")
-	after, inFlight, _ := retryhttp.BudgetPacing(b, hs.URL)
-	assert.Zero(t, inFlight, "its slot given back")
-	assert.GreaterOrEqual(t, after, window, "settled like a retry: a success does not shrink the window")
-	assert.Less(t, retryhttp.BudgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
-}
-
-func TestDefaultBudgetSharedByTransports(t *testing.T) {
-	// Transports made without WithRetryBudget, one per call say, share the
-	// process's default budget, as http.DefaultTransport shares
-	// connections; an explicit budget is a Transport's own.
-	a, b := retryhttp.New(), &retryhttp.Transport{}
-	own := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
-	c := retryhttp.New(retryhttp.WithRetryBudget(own))
-	require.NotNil(t, retryhttp.DefaultBudgetOf(a))
-	assert.Same(t, retryhttp.DefaultBudgetOf(a), retryhttp.DefaultBudgetOf(b))
-	assert.Same(t, own, retryhttp.DefaultBudgetOf(c))
-	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))
-
-	// A token spent through one is gone for the other.
-	srv := deadServer(t)
-	require.True(t, retryhttp.BudgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
-	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, retryhttp.BudgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
-	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, retryhttp.BudgetTokens(own, srv.URL), 1e-9)
-}

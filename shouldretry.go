@@ -144,7 +144,7 @@ func (p retryPolicy) shouldRetryErr(a Attempt) bool {
 func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	code := a.Res.StatusCode
 	// 1xx, 2xx and 3xx are answers, whatever their headers say.
-	if code < 400 {
+	if answered(code) {
 		return false
 	}
 	// A server behind this one already retried, or gave up: pass it on.

@@ -93,7 +93,7 @@ type ending struct {
 // of an attempt that sent req.
 func settled(req *http.Request, res *http.Response, err error) StopReason {
 	switch {
-	case err == nil && res != nil && res.StatusCode < 400:
+	case err == nil && res != nil && answered(res.StatusCode):
 		return StopSuccess
 	case callerGone(req):
 		return StopCanceled

@@ -14,10 +14,10 @@ import (
 //
 // When the attempt's own timer fired (and not the caller's context), the
 // error is ErrAttemptTimeout and any response is closed.
-func sendWithTimeout(rt http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
+func sendWithTimeout(c clock, rt http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithCancelCause(parent)
-	timer := time.AfterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
+	timer := c.AfterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
 
 	res, err := rt.RoundTrip(req.WithContext(ctx))
 
@@ -41,7 +41,7 @@ func sendWithTimeout(rt http.RoundTripper, req *http.Request, timeout time.Durat
 // context. A body that is also an io.Writer (that of a 101 Switching
 // Protocols response) stays one, so protocol upgrades through
 // httputil.ReverseProxy keep working.
-func newCancelBody(body io.ReadCloser, cancel context.CancelCauseFunc, timer *time.Timer, timeout time.Duration) io.ReadCloser {
+func newCancelBody(body io.ReadCloser, cancel context.CancelCauseFunc, timer clockTimer, timeout time.Duration) io.ReadCloser {
 	b := cancelBody{ReadCloser: body, cancel: cancel, timer: timer, timeout: timeout}
 	if rwc, ok := body.(io.ReadWriteCloser); ok {
 		return &cancelRWCBody{b, rwc}
@@ -53,7 +53,7 @@ func newCancelBody(body io.ReadCloser, cancel context.CancelCauseFunc, timer *ti
 type cancelBody struct {
 	io.ReadCloser
 	cancel  context.CancelCauseFunc
-	timer   *time.Timer // stopped; rearmed to bound the draining of a discarded body
+	timer   clockTimer // stopped; rearmed to bound the draining of a discarded body
 	timeout time.Duration
 }
 

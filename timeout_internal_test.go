@@ -23,7 +23,7 @@ func (a answer) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestDiscardStopsRearmedTimer(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
 	require.NoError(t, err)
-	res, err := sendWithTimeout(answer{io.NopCloser(strings.NewReader("down"))}, req, time.Hour)
+	res, err := sendWithTimeout(realClock{}, answer{io.NopCloser(strings.NewReader("down"))}, req, time.Hour)
 	require.NoError(t, err)
 	b, ok := res.Body.(*cancelBody)
 	require.True(t, ok)
@@ -43,7 +43,7 @@ func TestEmptyBodyReleasesAttemptAtOnce(t *testing.T) {
 		sent = r
 		return &http.Response{StatusCode: 204, Body: http.NoBody, Request: r}, nil
 	})
-	res, err := sendWithTimeout(base, req, time.Hour)
+	res, err := sendWithTimeout(realClock{}, base, req, time.Hour)
 	require.NoError(t, err)
 
 	assert.Equal(t, http.NoBody, res.Body, "the body is not wrapped")

@@ -85,9 +85,11 @@ type Transport struct {
 	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
 	errorOnGiveUp bool                      // WithErrorOnGiveUp
 
-	// Seams for tests: nil means time.Now and a real timer.
+	// WithClock's: nil means the clock below. Seams for tests.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
+	// Every other time and timer (clock.go); nil: the real clock.
+	clk clock
 	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
 	hedgeGate func(req *http.Request) bool
 }
@@ -134,7 +136,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if done, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
-			t.observeStop(req, ending{StopCircuitOpen, 0}, nil, refused, -1)
+			if t.obs != nil { // the settings, resolved for the report only
+				t.obs.reportStop(req, ending{StopCircuitOpen, 0}, nil, refused, t.settings(req).maxRetries)
+			}
 			return nil, refused
 		}
 	}
@@ -147,7 +151,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.errorOnGiveUp {
 		res, err = giveUp(e, res, err) // giveup.go
 	}
-	t.observeStop(req, e, res, err, s.maxRetries)
+	t.obs.reportStop(req, e, res, err, s.maxRetries)
 	return res, err
 }
 
@@ -189,12 +193,12 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		if watch {
 			sent, w = watchWrites(sent)
 		}
-		start := time.Now()
+		start := t.clock().Now()
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: time.Since(start), timeout: s.attemptTimeout, refund: refundable}, &l)
+		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout, refund: refundable}, &l)
 		a := t.newAttempt(&s, idem, count, sent, res, err)
-		t.observeAttempt(a, s.maxRetries, false)
+		t.obs.reportAttempt(a, s.maxRetries, false)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
@@ -235,7 +239,7 @@ func (t *Transport) send(req *http.Request, timeout time.Duration) (*http.Respon
 	var res *http.Response
 	var err error
 	if timeout > 0 {
-		res, err = sendWithTimeout(t.baseTransport(), req, timeout)
+		res, err = sendWithTimeout(t.clock(), t.baseTransport(), req, timeout)
 	} else {
 		res, err = t.baseTransport().RoundTrip(req)
 	}
@@ -255,11 +259,13 @@ func (t *Transport) pastDeadline(ctx context.Context, d time.Duration) bool {
 	if !ok {
 		return false
 	}
-	now := time.Now
+	var now time.Time
 	if t.now != nil {
-		now = t.now
+		now = t.now()
+	} else {
+		now = t.clock().Now()
 	}
-	return !now().Add(d).Before(deadline)
+	return !now.Add(d).Before(deadline)
 }
 
 // wait sleeps for d, or until ctx is done, whichever comes first.
@@ -270,10 +276,10 @@ func (t *Transport) wait(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
+	fire, timer := t.clock().NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-timer.C:
+	case <-fire:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -26,54 +26,6 @@ import (
 // or any request carrying Idempotency-Key), then returns only the replay's
 // outcome.
 
-// dyingServer is a rawServer that dies: request 1 warms a keep-alive
-// connection up; request 2, the one under test, is acted on, and then the
-// server closes the connection without answering and, with refuse, its
-// listener, so that the port refuses connections until restart. Every
-// request after the warm-up counts as a side effect, the restarted
-// server's included.
-type dyingServer struct {
-	t       *testing.T
-	first   atomic.Pointer[rawServer]
-	servers []*rawServer // the first, and the restarted one
-}
-
-func newDyingServer(t *testing.T, refuse bool) *dyingServer {
-	t.Helper()
-	d := &dyingServer{t: t}
-	first := newRawServer(t, func(n int64) reply {
-		if n != 2 {
-			return replyWith(http.StatusOK, []byte("ok"))
-		}
-		return func(*net.TCPConn) bool { // die before answering
-			if refuse {
-				d.first.Load().ln.Close()
-			}
-			return false
-		}
-	})
-	d.first.Store(first)
-	d.servers = []*rawServer{first}
-	return d
-}
-
-func (d *dyingServer) url() string { return d.servers[0].url() }
-
-// restart listens again on the same port, as a restarted server does.
-func (d *dyingServer) restart() {
-	d.servers = append(d.servers, newRawServerAt(d.t, d.servers[0].ln.Addr().String(),
-		func(int64) reply { return replyWith(http.StatusOK, []byte("ok")) }))
-}
-
-// effects returns the side effects so far: every request but the warm-up.
-func (d *dyingServer) effects() int64 {
-	n := int64(-1)
-	for _, s := range d.servers {
-		n += s.requests.Load()
-	}
-	return n
-}
-
 // neverTwiceKinds are the requests of the never-twice probe, with the side
 // effects each may cause when its first send is acted on and lost.
 var neverTwiceKinds = []struct {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -51,37 +50,6 @@ type connKey struct{}
 
 // connOf returns the TLS connection r arrived on.
 func connOf(r *http.Request) net.Conn { return r.Context().Value(connKey{}).(net.Conn) }
-
-// startServer starts a countingServer on loopback, over TLS with HTTP/2 if
-// h2 is set, after configure (if not nil) has set it up. It puts each
-// request's connection in its context (connOf).
-func startServer(t *testing.T, h handlerFn, h2 bool, configure func(*countingServer)) *countingServer {
-	t.Helper()
-	s := &countingServer{}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h(s.attempts.Add(1), w, r)
-	}))
-	s.Config.ErrorLog = log.New(io.Discard, "", 0) // aborted handlers
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.conns.Add(1)
-		}
-	}
-	s.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return context.WithValue(ctx, connKey{}, c)
-	}
-	if configure != nil {
-		configure(s)
-	}
-	if h2 {
-		s.EnableHTTP2 = true
-		s.StartTLS()
-	} else {
-		s.Start()
-	}
-	t.Cleanup(s.Close)
-	return s
-}
 
 // newH2Server starts a countingServer speaking HTTP/2 over TLS on loopback.
 // If wrap is not nil, it wraps the listener first.

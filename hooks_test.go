@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,43 +85,6 @@ func outcomeOf(a retryhttp.Attempt) string {
 	return "error"
 }
 
-// logRecord is one record written through a recordingHandler, its
-// attributes as strings.
-type logRecord struct {
-	Level slog.Level
-	Msg   string
-	Attrs map[string]string
-}
-
-// recordingHandler is an slog.Handler that keeps every record in memory.
-type recordingHandler struct {
-	mu      sync.Mutex
-	records []logRecord
-}
-
-func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	rec := logRecord{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.Attrs[a.Key] = a.Value.String()
-		return true
-	})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, rec)
-	return nil
-}
-
-func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *recordingHandler) all() []logRecord {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]logRecord(nil), h.records...)
-}
-
 // observed is a Transport with recording hooks and logger, that does not
 // wait between attempts (the delays chosen are still reported).
 type observed struct {
@@ -162,26 +124,6 @@ func newGet(t *testing.T, ctx context.Context, url string) *http.Request {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	return req
-}
-
-// retryLog and giveUpLog are the records expected for a retry and for
-// giving up after an attempt answered 503.
-func retryLog(url string, attempt, maxAttempts int, delay string) logRecord {
-	return logRecord{slog.LevelInfo, "retryhttp: retrying", map[string]string{
-		"method": "GET", "url": url, "attempt": fmt.Sprint(attempt), "max_attempts": fmt.Sprint(maxAttempts),
-		"delay": delay, "status": "503", "reason": "status",
-	}}
-}
-
-func giveUpLog(url string, attempts, maxAttempts int, status, reason string) logRecord {
-	attrs := map[string]string{
-		"method": "GET", "url": url, "attempt": fmt.Sprint(attempts), "max_attempts": fmt.Sprint(maxAttempts),
-		"reason": reason,
-	}
-	if status != "" {
-		attrs["status"] = status
-	}
-	return logRecord{slog.LevelWarn, "retryhttp: giving up", attrs}
 }
 
 func TestHooksAndLogsOnEachOutcome(t *testing.T) {
@@ -468,75 +410,6 @@ func TestHooksHedgedFailureReplacedAtOnce(t *testing.T) {
 	}, ev.lines())
 }
 
-func TestLogsNeverCarrySecrets(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	dead := deadURL(t)
-	tests := []struct {
-		name string
-		give string
-		want string
-	}{
-		{"status", strings.Replace(srv.URL, "http://", "http://user:pa55w0rd@", 1) + "/a/b?token=s3cr3t#frag", srv.URL + "/a/b"},
-		{"error", strings.Replace(dead, "http://", "http://user:pa55w0rd@", 1) + "/a?token=s3cr3t", dead + "/a"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var out strings.Builder
-			logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1), retryhttp.WithLogger(logger))
-			c := &http.Client{Transport: tr}
-
-			res, err := c.Get(tt.give)
-			if err == nil {
-				res.Body.Close()
-			}
-			logged := out.String()
-			assert.Equal(t, 2, strings.Count(logged, "\n"), "a retry and the give-up:\n%s", logged)
-			assert.Equal(t, 2, strings.Count(logged, "url="+tt.want+" "), logged)
-			for _, secret := range []string{"user", "pa55w0rd", "token", "s3cr3t", "frag"} {
-				assert.NotContains(t, logged, secret)
-			}
-		})
-	}
-}
-
-// leakyTransport fails every attempt with an error that quotes the request's
-// URL in full, as a careless base transport might.
-type leakyTransport struct{}
-
-func (leakyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("cannot reach %s (or %s)", req.URL, req.URL.Redacted())}
-}
-
-func TestLogsRedactURLsQuotedInErrors(t *testing.T) {
-	var out strings.Builder
-	tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1), retryhttp.WithTransport(leakyTransport{}),
-		retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
-
-	_, err := tr.RoundTrip(newGet(t, context.Background(), "http://u:pa55w0rd@example.test/p?token=s3cr3t"))
-	require.Error(t, err)
-	logged := out.String()
-	assert.Contains(t, logged, "cannot reach http://example.test/p (or http://example.test/p)")
-	for _, secret := range []string{"pa55w0rd", "s3cr3t", "xxxxx"} {
-		assert.NotContains(t, logged, secret)
-	}
-}
-
-func TestLoggerSilentByDefaultAndBelowItsLevel(t *testing.T) {
-	srv := newCountingServer(t, statusThen(503, 1))
-	var out strings.Builder
-	tr := newTransport(t, noDelay, retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	status, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
-	require.NoError(t, err)
-	assert.Equal(t, 200, status)
-	assert.Empty(t, out.String(), "a retry is logged at Info")
-
-	tr = newTransport(t, noDelay, retryhttp.WithLogger(nil), retryhttp.WithOnAttempt(nil), retryhttp.WithOnRetryDecision(nil))
-	status, err = (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
-	require.NoError(t, err)
-	assert.Equal(t, 200, status)
-}
-
 func TestHooksCalledInOptionOrder(t *testing.T) {
 	srv := newCountingServer(t, always(200))
 	var got []string
@@ -569,36 +442,5 @@ func TestDecisionCause(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, tt.give.Cause())
 		})
-	}
-}
-
-// deadURL returns the URL of a loopback port on which nothing listens.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr
-}
-
-func TestLogRoundsDelays(t *testing.T) {
-	for _, tt := range []struct {
-		delay time.Duration
-		want  string
-	}{
-		{1234567 * time.Nanosecond, "delay=1.2ms"},
-		{512345 * time.Nanosecond, "delay=512µs"},
-		{0, "delay=0s"},
-	} {
-		srv := newCountingServer(t, statusThen(503, 1))
-		var out strings.Builder
-		tr := newTransport(t,
-			retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return tt.delay }),
-			retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
-		status, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
-		require.NoError(t, err)
-		assert.Equal(t, 200, status)
-		assert.Contains(t, out.String(), " "+tt.want+" ", "delay %v", tt.delay)
 	}
 }
