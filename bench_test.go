@@ -146,9 +146,9 @@ func bytesPerRun(runs int, f func()) uint64 {
 
 // writeWatchAllocs is what watching the writes of a request not guessed
 // idempotent costs, per attempt, through a base transport other than
-// *http.Transport (idempotency.go): a trace, its callback, the context that
-// carries it and the request copy with that context.
-const writeWatchAllocs = 4
+// *http.Transport (idempotency.go): a trace (with the request copy that
+// carries it), its callback and the context that carries it.
+const writeWatchAllocs = 3
 
 // TestHappyPathAddsNoAllocs checks that on the happy path (200 on the first
 // attempt) the transport allocates nothing beyond what the base transport

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -31,6 +32,8 @@ type replay struct {
 	mode replayMode
 	buf  []byte    // replayBuffered: the whole body
 	once io.Reader // replayOnce of an overflowing body: buffered prefix + rest
+
+	getBody func() (io.ReadCloser, error) // replayBuffered: each attempt's GetBody
 
 	numbered bool // attempts after the first carry AttemptHeader
 }
@@ -73,83 +76,124 @@ func (r *replay) buffer(limit int64) error {
 	}
 	r.mode = replayBuffered
 	r.buf = buf
+	r.getBody = func() (io.ReadCloser, error) { return newBufBody(buf), nil }
 	return nil
 }
 
 // replayable reports whether the request may be sent more than once.
 func (r *replay) replayable() bool { return r.mode != replayOnce }
 
-// request returns the request for attempt n (1 for the first), numbered
-// if the transport numbers attempts.
+// request returns the request for attempt n (1 for the first), with a
+// body of its own, numbered if the transport numbers attempts. A first
+// attempt whose body needs no replacing and that carries no AttemptHeader,
+// the usual case, is the request itself; any other is a shallow copy, made
+// in one allocation with the attempt number's value.
 func (r *replay) request(n int) (*http.Request, error) {
-	req, err := r.withReplayedBody(n)
-	if err != nil || !r.numbered {
-		return req, err
+	body, err := r.body(n)
+	if err != nil {
+		return nil, err
 	}
-	return r.number(req, n), nil
-}
-
-// number returns req, or a copy of it, carrying AttemptHeader as attempt n
-// must: n itself after the first, nothing on the first. A first attempt
-// that carries no such header, the usual case, is returned as it is.
-func (r *replay) number(req *http.Request, n int) *http.Request {
-	if n == 1 {
-		if _, ok := lookupHeader(req.Header, AttemptHeader); !ok {
-			return req
+	numbered := r.numbered && r.number(n)
+	if body == nil && !numbered {
+		return r.req, nil
+	}
+	a := &attemptReq{Request: *r.req}
+	if body != nil {
+		a.Body = body
+		if r.mode == replayBuffered {
+			a.GetBody = r.getBody
 		}
 	}
-	if req == r.req {
-		c := *req
-		req = &c
+	if numbered {
+		// Headers of their own: an earlier attempt may still be being
+		// sent. The caller's own AttemptHeader, under any case of its
+		// name (h["retry-attempt"]), would be sent beside ours.
+		a.Header = cloneHeaderPlus(r.req.Header, AttemptHeader)
+		if n > 1 {
+			a.value[0] = strconv.Itoa(n)
+			a.Header[AttemptHeader] = a.value[:]
+		}
 	}
-	// Headers of their own: an earlier attempt may still be being sent.
-	req.Header = req.Header.Clone()
-	if req.Header == nil {
-		req.Header = make(http.Header, 1)
-	}
-	// The caller's own, under any case of its name (h["retry-attempt"]),
-	// would be sent beside ours.
-	deleteHeader(req.Header, AttemptHeader)
-	if n > 1 {
-		req.Header[AttemptHeader] = []string{strconv.Itoa(n)}
-	}
-	return req
+	return &a.Request, nil
 }
 
-// withReplayedBody returns the request for attempt n with a body of its
-// own.
-func (r *replay) withReplayedBody(n int) (*http.Request, error) {
+// attemptReq is the request of one attempt, and the value of its
+// AttemptHeader, in one allocation.
+type attemptReq struct {
+	http.Request
+	value [1]string
+}
+
+// number reports whether attempt n must be numbered: every attempt after
+// the first carries AttemptHeader, and a first attempt must not carry the
+// caller's.
+func (r *replay) number(n int) bool {
+	if n > 1 {
+		return true
+	}
+	_, ok := lookupHeader(r.req.Header, AttemptHeader)
+	return ok
+}
+
+// cloneHeaderPlus returns a copy of h without the header drop (canonical,
+// under any case of its name), with room for one more name, so that adding
+// it allocates nothing more. Values share one backing array, as with
+// http.Header.Clone; nil values stay nil.
+func cloneHeaderPlus(h http.Header, drop string) http.Header {
+	nv := 0
+	for _, vv := range h {
+		nv += len(vv)
+	}
+	sv := make([]string, nv)
+	h2 := make(http.Header, len(h)+1)
+	for k, vv := range h {
+		if drop != "" && len(k) == len(drop) && strings.EqualFold(k, drop) {
+			continue
+		}
+		if vv == nil {
+			h2[k] = nil
+			continue
+		}
+		m := copy(sv, vv)
+		h2[k] = sv[:m:m]
+		sv = sv[m:]
+	}
+	return h2
+}
+
+// body returns the body of attempt n, or nil when the request is sent with
+// the caller's body (none, or the first attempt's).
+func (r *replay) body(n int) (io.ReadCloser, error) {
 	switch r.mode {
 	case replayGetBody:
 		if n == 1 {
-			return r.req, nil
+			return nil, nil
 		}
 		body, err := r.req.GetBody()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSeekingBody, err)
 		}
-		return r.withBody(body), nil
+		return body, nil
 	case replayBuffered:
-		buf := r.buf
-		req := r.withBody(io.NopCloser(bytes.NewReader(buf)))
-		req.GetBody = func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(buf)), nil
-		}
-		return req, nil
+		return newBufBody(r.buf), nil
 	case replayOnce:
 		if r.once != nil {
-			return r.withBody(readCloser{r.once, r.req.Body}), nil
+			return readCloser{r.once, r.req.Body}, nil
 		}
 	}
-	return r.req, nil
+	return nil, nil
 }
 
-// withBody returns a shallow copy of the caller's request with another body.
-func (r *replay) withBody(body io.ReadCloser) *http.Request {
-	req := *r.req
-	req.Body = body
-	return &req
+// bufBody is a body read from buffered bytes, closed by doing nothing.
+type bufBody struct{ bytes.Reader }
+
+func newBufBody(buf []byte) *bufBody {
+	b := &bufBody{}
+	b.Reset(buf)
+	return b
 }
+
+func (*bufBody) Close() error { return nil }
 
 // readCloser reads from one reader and closes another.
 type readCloser struct {
@@ -173,6 +217,11 @@ func discard(res *http.Response) {
 	if res == nil || res.Body == nil {
 		return
 	}
+	if res.Body == http.NoBody || res.ContentLength > maxDrain {
+		// Nothing to read, or too much: no drain, so no timer for it.
+		res.Body.Close()
+		return
+	}
 	var once sync.Once
 	closeOnce := func() { once.Do(func() { res.Body.Close() }) }
 	if b, ok := res.Body.(interface{ rearm(time.Duration) }); ok {
@@ -183,11 +232,10 @@ func discard(res *http.Response) {
 		timer := time.AfterFunc(maxDrainTime, closeOnce)
 		defer timer.Stop()
 	}
-	if res.ContentLength <= maxDrain { // includes -1, unknown
-		// One byte more than the bound, so that a chunked body of exactly
-		// maxDrain bytes is read to its end and its connection reused.
-		_, _ = io.CopyN(io.Discard, res.Body, maxDrain+1)
-	}
+	// One byte more than the bound, so that a chunked body of exactly
+	// maxDrain bytes is read to its end and its connection reused. A
+	// ContentLength of -1, unknown, is read so too.
+	_, _ = io.CopyN(io.Discard, res.Body, maxDrain+1)
 	closeOnce()
 }
 

@@ -7,9 +7,8 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // CircuitState is the state of the circuit breaker of one destination host.
@@ -108,15 +107,18 @@ const (
 )
 
 // WithCircuitBreaker gives the transport a circuit breaker per destination
-// host, built on github.com/sony/gobreaker/v2, configured by settings (see
-// CircuitBreakerSettings for its defaults). There is none by default.
+// host, configured by settings (see CircuitBreakerSettings for its
+// defaults). There is none by default. Its states and rules are those of
+// github.com/sony/gobreaker/v2's two-step breaker; a closed circuit lets a
+// request through and counts its success without taking a lock, and time is
+// read from the transport's Clock (WithClock).
 //
 // While a destination's circuit is open, RoundTrip fails at once with an
 // error wrapping ErrCircuitOpen, without sending anything; the request's
 // body is closed.
 func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
 	return func(t *Transport) {
-		t.breakers = newBreakers(settings)
+		t.breakers = newBreakers(settings, t)
 		if t.obs != nil {
 			t.breakers.observe(t.obs.onCircuit)
 		}
@@ -124,8 +126,23 @@ func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
 }
 
 // breakers are the circuits of one Transport, one per destination.
+//
+// A circuit goes through phases: each change of state starts a new one,
+// as gobreaker starts a new generation, and the outcome of a request
+// allowed in an earlier phase is not counted. A phase is never reused, so
+// the closed path needs no lock: it reads the circuit's current phase with
+// one atomic load, and counts a success in the phase's window with one
+// atomic add. Failures, probes and changes of state take the circuit's
+// mutex.
 type breakers struct {
-	gb     gobreaker.Settings // template: Name is set per destination
+	ratio       float64       // FailureRatio, resolved
+	minRequests uint32        // MinRequests, resolved
+	probes      uint32        // HalfOpenProbes, resolved
+	period      time.Duration // of one bucket of the window
+	buckets     uint64        // in the window
+	openTimeout time.Duration
+
+	clock  *Transport // whose Clock (WithClock) gives the time: see now
 	hosts  *hostMap[*circuit]
 	notify *notifier // nil without OnStateChange or hooks
 
@@ -135,8 +152,10 @@ type breakers struct {
 
 // circuit is the breaker of one destination.
 type circuit struct {
-	host string
-	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	host  string
+	b     *breakers
+	phase atomic.Pointer[phase] // the current one
+	mu    sync.Mutex            // serialises changes of state and all but closed successes
 
 	// parkedIn are the budgets in which the Transport's retries to the
 	// destination have parked: the transport's, a destination's own
@@ -145,22 +164,44 @@ type circuit struct {
 	parkedIn []*RetryBudget // guarded by parkMu
 }
 
-// idle reports whether the circuit is closed with no samples, so that
-// forgetting it loses nothing.
-func (c *circuit) idle() bool {
-	return c.cb.State() == gobreaker.StateClosed && c.cb.Counts().Requests == 0
+// phase is one state of a circuit, from a change of state to the next.
+type phase struct {
+	state CircuitState
+	start time.Time // the ages of samples count periods from it
+	until time.Time // open: when it becomes half-open
+
+	// Closed: the rolling window, bucket age%len(window) holding the
+	// samples allowed at that age (one period), and the age of the last
+	// request allowed, plus one (0: none).
+	window    []atomic.Pointer[bucket]
+	lastAllow atomic.Uint64
+
+	// Half-open, guarded by the circuit's mu: probes let through, their
+	// successes, and those of them that were no sample.
+	probes, successes, excluded uint32
 }
 
-// busy reports false: a circuit may always be forgotten.
-func (c *circuit) busy() bool { return false }
+// bucket counts the samples of the requests allowed at one age.
+type bucket struct {
+	age                 uint64
+	successes, failures atomic.Uint64
+}
 
-// The outcomes handed to gobreaker's done.
+// ticket is what allow hands over to done: the circuit that let a request
+// through, its phase then, and the age of the request in that phase.
+type ticket struct {
+	c   *circuit
+	p   *phase
+	age uint64
+}
+
+// The classes of a request's final outcome, for the breaker (sample).
 var (
 	errSampleFailed   = errors.New("failed")
 	errSampleExcluded = errors.New("excluded")
 )
 
-func newBreakers(s CircuitBreakerSettings) *breakers {
+func newBreakers(s CircuitBreakerSettings, clock *Transport) *breakers {
 	ratio := s.FailureRatio
 	switch {
 	case ratio <= 0 || math.IsNaN(ratio):
@@ -188,29 +229,59 @@ func newBreakers(s CircuitBreakerSettings) *breakers {
 	if maxHosts <= 0 {
 		maxHosts = DefaultRetryBudgetMaxHosts
 	}
+	// As gobreaker: the window is a whole number of buckets of a tenth of
+	// it, rounded up (one bucket, the whole window, if a tenth is zero).
+	period, buckets := window/breakerWindowBuckets, uint64(1)
+	if period > 0 {
+		buckets = uint64((window + period - 1) / period)
+	} else {
+		period = window
+	}
 
-	b := &breakers{gb: gobreaker.Settings{
-		MaxRequests:  probes,
-		Interval:     window,
-		BucketPeriod: window / breakerWindowBuckets,
-		Timeout:      openTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool {
-			n := c.TotalSuccesses + c.TotalFailures
-			return n >= minRequests && float64(c.TotalFailures) >= ratio*float64(n)
-		},
-		IsSuccessful: func(err error) bool { return err == nil },
-		IsExcluded:   func(err error) bool { return err == errSampleExcluded },
-	}}
+	b := &breakers{
+		ratio: ratio, minRequests: minRequests, probes: probes,
+		period: period, buckets: buckets, openTimeout: openTimeout,
+		clock: clock,
+	}
 	if s.OnStateChange != nil {
 		b.onStateChange = s.OnStateChange
 		b.notifyChanges()
 	}
 	b.hosts = newHostMap(maxHosts, func(k hostKey) *circuit {
-		st := b.gb
-		st.Name = k.String()
-		return &circuit{host: st.Name, cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st)}
+		c := &circuit{host: k.String(), b: b}
+		c.phase.Store(b.newPhase(CircuitClosed, b.now()))
+		return c
 	})
 	return b
+}
+
+// now returns the time of the Transport's Clock, read when called, so that
+// the order of WithClock and WithCircuitBreaker does not matter.
+func (b *breakers) now() time.Time {
+	if b.clock.now != nil {
+		return b.clock.now()
+	}
+	return b.clock.clock().Now()
+}
+
+// newPhase returns a phase in state that starts at now.
+func (b *breakers) newPhase(state CircuitState, now time.Time) *phase {
+	p := &phase{state: state, start: now}
+	switch state {
+	case CircuitClosed:
+		p.window = make([]atomic.Pointer[bucket], b.buckets)
+	case CircuitOpen:
+		p.until = now.Add(b.openTimeout)
+	}
+	return p
+}
+
+// age returns the number of whole periods from the start of p to now.
+func (b *breakers) age(p *phase, now time.Time) uint64 {
+	if d := now.Sub(p.start); d > 0 {
+		return uint64(d / b.period)
+	}
+	return 0
 }
 
 // observe makes b call hooks, too, on every change of state. It must be
@@ -225,12 +296,8 @@ func (b *breakers) observe(hooks []func(host string, from, to CircuitState)) {
 
 // notifyChanges routes the state changes of b's circuits to its callbacks.
 func (b *breakers) notifyChanges() {
-	if b.notify != nil {
-		return
-	}
-	b.notify = &notifier{fn: b.stateChanged}
-	b.gb.OnStateChange = func(host string, from, to gobreaker.State) {
-		b.notify.push(stateChange{host, circuitState(from), circuitState(to)})
+	if b.notify == nil {
+		b.notify = &notifier{fn: b.stateChanged}
 	}
 }
 
@@ -245,25 +312,181 @@ func (b *breakers) stateChanged(host string, from, to CircuitState) {
 }
 
 // allow asks the circuit of req's destination whether req may be sent. If
-// so, it returns the function to call with the request's final outcome;
-// if not, an error wrapping ErrCircuitOpen.
-func (b *breakers) allow(req *http.Request) (func(*http.Response, error), error) {
+// so, it returns the ticket to hand to done with the request's final
+// outcome; if not, an error wrapping ErrCircuitOpen. A closed circuit
+// answers without a lock.
+func (b *breakers) allow(req *http.Request) (ticket, error) {
 	c := b.hosts.getOrCreate(keyOf(req))
-	done, err := c.cb.Allow()
-	b.notify.flush()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrCircuitOpen, c.host)
+	now := b.now()
+	if p := c.phase.Load(); p.state == CircuitClosed {
+		return ticket{c, p, p.allowed(b.age(p, now))}, nil
 	}
-	ctx := req.Context()
-	return func(res *http.Response, err error) {
-		s := sample(ctx, res, err)
-		done(s)
-		b.notify.flush()
-		if s == errSampleFailed && c.cb.State() == gobreaker.StateOpen {
-			b.failParked(c, keyOf(req))
+	c.mu.Lock()
+	p := c.current(now)
+	t, ok := ticket{c, p, 0}, true
+	switch p.state {
+	case CircuitClosed:
+		t.age = p.allowed(b.age(p, now))
+	case CircuitHalfOpen:
+		if ok = p.probes-min(p.probes, p.excluded) < b.probes; ok {
+			p.probes++
 		}
-	}, nil
+	default:
+		ok = false
+	}
+	c.mu.Unlock()
+	b.notify.flush()
+	if !ok {
+		return ticket{}, fmt.Errorf("%w: %s", ErrCircuitOpen, c.host)
+	}
+	return t, nil
 }
+
+// allowed records that a request was let through at age in the closed
+// phase p, and returns age.
+func (p *phase) allowed(age uint64) uint64 {
+	for {
+		last := p.lastAllow.Load()
+		if last > age || p.lastAllow.CompareAndSwap(last, age+1) {
+			return age
+		}
+	}
+}
+
+// done gives the circuit of t the final outcome of the request it let
+// through. A success in a closed circuit is counted without a lock or a
+// look at the clock.
+func (b *breakers) done(t ticket, req *http.Request, res *http.Response, err error) {
+	if t.c == nil {
+		return
+	}
+	s := sample(req.Context(), res, err)
+	c := t.c
+	if s != errSampleFailed && t.p.state == CircuitClosed && c.phase.Load() == t.p {
+		if s == nil {
+			b.count(t.p, t.age, false)
+		}
+		return // an excluded outcome changes nothing in a closed circuit
+	}
+	now := b.now()
+	c.mu.Lock()
+	if p := c.current(now); p == t.p {
+		switch {
+		case s == errSampleExcluded:
+			p.excluded++ // counts only half-open
+		case p.state == CircuitClosed && s == nil:
+			b.count(p, t.age, false)
+		case p.state == CircuitClosed:
+			b.count(p, t.age, true)
+			if b.trips(p, b.age(p, now)) {
+				c.become(CircuitOpen, now)
+			}
+		case s == nil: // half-open
+			if p.successes++; p.successes >= b.probes {
+				c.become(CircuitClosed, now)
+			}
+		default: // a failed probe
+			c.become(CircuitOpen, now)
+		}
+	}
+	open := c.phase.Load().state == CircuitOpen
+	c.mu.Unlock()
+	b.notify.flush()
+	if s == errSampleFailed && open {
+		b.failParked(c, keyOf(req))
+	}
+}
+
+// count adds a sample of age to the window of the closed phase p, unless
+// the window has moved past that age: its bucket then holds a later age.
+// It takes no lock.
+func (b *breakers) count(p *phase, age uint64, failed bool) {
+	slot := &p.window[age%b.buckets]
+	for {
+		k := slot.Load()
+		switch {
+		case k != nil && k.age == age:
+		case k != nil && k.age > age:
+			return // out of the window
+		default: // the bucket's samples, if any, are older than the window
+			fresh := &bucket{age: age}
+			if !slot.CompareAndSwap(k, fresh) {
+				continue
+			}
+			k = fresh
+		}
+		if failed {
+			k.failures.Add(1)
+		} else {
+			k.successes.Add(1)
+		}
+		return
+	}
+}
+
+// trips reports whether the closed phase p's window, at age now, holds
+// enough samples, failed in a large enough share, to open the circuit.
+func (b *breakers) trips(p *phase, now uint64) bool {
+	var successes, failures uint64
+	for i := range p.window {
+		if k := p.window[i].Load(); k != nil && k.age <= now && now-k.age < b.buckets {
+			successes += k.successes.Load()
+			failures += k.failures.Load()
+		}
+	}
+	n := successes + failures
+	return n >= uint64(b.minRequests) && float64(failures) >= b.ratio*float64(n)
+}
+
+// current returns c's phase at now, first opening the half-open phase if
+// the open one has lasted its time. c.mu must be held.
+func (c *circuit) current(now time.Time) *phase {
+	p := c.phase.Load()
+	if p.state == CircuitOpen && p.until.Before(now) {
+		p = c.become(CircuitHalfOpen, now)
+	}
+	return p
+}
+
+// become starts a phase in state to, and queues the change for the
+// callbacks. c.mu must be held.
+func (c *circuit) become(to CircuitState, now time.Time) *phase {
+	from := c.phase.Load().state
+	p := c.b.newPhase(to, now)
+	c.phase.Store(p)
+	if c.b.notify != nil {
+		c.b.notify.push(stateChange{c.host, from, to})
+	}
+	return p
+}
+
+// state returns c's state at now. Only an open circuit whose time is up
+// takes the lock, to become half-open; the change is delivered to the
+// callbacks by the next request's allow or done, not here: park calls this
+// under parkMu.
+func (c *circuit) state(now time.Time) CircuitState {
+	p := c.phase.Load()
+	if p.state != CircuitOpen || !p.until.Before(now) {
+		return p.state
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current(now).state
+}
+
+// idle reports whether the circuit is closed and let no request through
+// within its window, so that forgetting it loses nothing.
+func (c *circuit) idle() bool {
+	p := c.phase.Load()
+	if p.state != CircuitClosed {
+		return false
+	}
+	last := p.lastAllow.Load()
+	return last == 0 || c.b.age(p, c.b.now())-(last-1) >= c.b.buckets
+}
+
+// busy reports false: a circuit may always be forgotten.
+func (c *circuit) busy() bool { return false }
 
 // isOpen reports whether the circuit of req's destination is open. A nil
 // b has no circuits.
@@ -272,13 +495,24 @@ func (b *breakers) isOpen(req *http.Request) bool {
 		return false
 	}
 	c, ok := b.hosts.get(keyOf(req))
-	return ok && c.cb.State() == gobreaker.StateOpen
+	return ok && c.state(b.now()) == CircuitOpen
 }
 
 // sample classifies the final outcome of a request for the breaker: nil
 // for a success, errSampleFailed, or errSampleExcluded when the outcome
 // says nothing about the server.
 func sample(ctx context.Context, res *http.Response, err error) error {
+	if err != nil || ctx.Err() != nil {
+		return sampleUnhappy(ctx, res, err)
+	}
+	if failedStatus(res.StatusCode) { // failure.go
+		return errSampleFailed
+	}
+	return nil
+}
+
+// sampleUnhappy is sample for an error, or a context that is done.
+func sampleUnhappy(ctx context.Context, res *http.Response, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errSampleExcluded // the caller gave up
@@ -292,24 +526,14 @@ func sample(ctx context.Context, res *http.Response, err error) error {
 	return nil
 }
 
-func circuitState(s gobreaker.State) CircuitState {
-	switch s {
-	case gobreaker.StateHalfOpen:
-		return CircuitHalfOpen
-	case gobreaker.StateOpen:
-		return CircuitOpen
-	}
-	return CircuitClosed
-}
-
 type stateChange struct {
 	host     string
 	from, to CircuitState
 }
 
 // notifier delivers state changes to the OnStateChange callback outside
-// gobreaker's lock (which holds it while changing state), one at a time
-// and in order: changes are queued under the breaker's lock, and delivered
+// the circuit's lock (held while changing state), one at a time
+// and in order: changes are queued under the circuit's lock, and delivered
 // after it by whichever goroutine finds no delivery under way. A callback
 // that sends a request whose breaker changes state only queues the change;
 // the delivering goroutine delivers it when the callback returns.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -154,7 +155,8 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 	failing.Store(true)
 	srv := switchServer(t, &failing)
 	var changes transitions
-	c := newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	clock := retryhttptest.NewClock(time.Now())
+	c := newClient(t, retryhttp.WithClock(clock), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 5, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
 	}))
 
@@ -167,10 +169,10 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 
 	failing.Store(false)
 	hits := srv.attempts.Load()
-	require.Eventually(t, func() bool {
-		code, err := try(c, srv.URL)
-		return err == nil && code == http.StatusOK
-	}, 2*time.Second, 5*time.Millisecond, "a probe goes through after OpenTimeout")
+	clock.Advance(50*time.Millisecond + time.Nanosecond)
+	code, err := try(c, srv.URL)
+	require.NoError(t, err, "a probe goes through after OpenTimeout")
+	require.Equal(t, http.StatusOK, code)
 	for range 2 { // the other two probes
 		code, err := try(c, srv.URL)
 		require.NoError(t, err)
@@ -189,15 +191,18 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	srv := deadServer(t)
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 1, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
-	}))
+	clock := retryhttptest.NewClock(time.Now())
+	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 1, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
+		}))
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := try(c, srv.URL)
-		return err == nil // the probe was sent, and failed
-	}, 2*time.Second, 5*time.Millisecond)
+	_, err = try(c, srv.URL)
+	require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
+	clock.Advance(50*time.Millisecond + time.Nanosecond)
+	_, err = try(c, srv.URL)
+	require.NoError(t, err, "the probe was sent, and failed")
 	_, err = try(c, srv.URL)
 	require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
 	assert.Equal(t, []string{"closed→open", "open→half-open", "half-open→open"}, changes.seen())
@@ -214,17 +219,20 @@ func TestBreakerHalfOpenLimitsProbes(t *testing.T) {
 		}
 		<-release
 	})
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenProbes: 2,
-	}))
+	clock := retryhttptest.NewClock(time.Now())
+	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenProbes: 2,
+		}))
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
 	healthy.Store(true)
 	hits := srv.attempts.Load()
+	clock.Advance(50*time.Millisecond + time.Nanosecond)
 
 	var wg sync.WaitGroup
 	var probes atomic.Int64
-	require.Eventually(t, func() bool {
+	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -232,8 +240,9 @@ func TestBreakerHalfOpenLimitsProbes(t *testing.T) {
 				probes.Add(1)
 			}
 		}()
-		return srv.attempts.Load()-hits >= 2
-	}, 2*time.Second, 10*time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return srv.attempts.Load()-hits == 2 }, 10*time.Second, time.Millisecond,
+		"both probes reach the server")
 	for range 5 {
 		_, err := try(c, srv.URL)
 		assert.ErrorIs(t, err, retryhttp.ErrCircuitOpen, "probes in flight")

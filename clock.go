@@ -21,10 +21,11 @@ type Clock interface {
 }
 
 // WithClock makes the transport read the time from c and wait between
-// attempts with c.Sleep. It governs exactly those two things: the wait
-// before each retry and the check that it would end before the context's
-// deadline. It does not govern the per-attempt timeout, the hedge delay, the
-// retry budget, the circuit breaker, or the Retry-After dates read by
+// attempts with c.Sleep. It governs exactly three things: the wait before
+// each retry, the check that it would end before the context's deadline,
+// and the time of the circuit breaker (WithCircuitBreaker: its open
+// timeout and its window). It does not govern the per-attempt timeout, the
+// hedge delay, the retry budget, or the Retry-After dates read by
 // DefaultDelayFn, which use the real clock. The default, used also for nil,
 // is the real clock (time.Now and a timer).
 func WithClock(c Clock) Option {
@@ -44,7 +45,8 @@ func WithClock(c Clock) Option {
 // of attempts, and parking's bounds and polls. The retry budget reads the
 // time through a seam of its own (newRetryBudget), for a test to give it
 // the same clock. A Clock given with WithClock takes over what WithClock
-// says, the waits and the deadline check before them, and nothing else.
+// says, the waits and the deadline check before them, and the circuit
+// breaker's time, and nothing else.
 //
 // Three stay on the real clock, by design: callerGone (stop.go) compares
 // the context's deadline with the time an instant before the context's own
@@ -52,7 +54,8 @@ func WithClock(c Clock) Option {
 // discarded body without an attempt timeout (body.go discard) bounds real
 // I/O on a real connection; and DefaultDelayFn, a function of the Attempt
 // alone, reads Retry-After dates against the real clock (delay.go). The
-// circuit breaker (breaker.go) reads gobreaker's clock.
+// circuit breaker (breaker.go) reads WithClock's Clock if one was given,
+// else the Transport's clock, as pastDeadline does.
 
 // clock is a source of time and timers.
 type clock interface {

@@ -22,6 +22,9 @@ func (p retryPolicy) compose(extraCodes []int, retryIf func(Attempt) bool) Shoul
 // retryIf, unless a rule that always wins forbids it or the request is not
 // guessed idempotent.
 func (p retryPolicy) shouldRetryOrIf(a Attempt) bool {
+	if a.Err == errGuessProbe { // idempotency.go: never reaches retryIf
+		return p.idempotent(a)
+	}
 	if p.shouldRetry(a) {
 		return true
 	}

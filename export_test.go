@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -113,21 +114,27 @@ func mustRequest(rawURL string) *http.Request {
 // SetBase sets the base transport of t.
 func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
 
-// Evict fills a table with one bucket per element of idle (full when true,
-// empty when false), evicts one and returns its index.
+// Evict fills a one-shard map with one bucket per element of idle (full
+// when true, empty when false), evicts one and returns its index.
 func Evict(idle []bool) int {
-	t := (*hostTable[*hostState])(nil).clone()
-	for i, full := range idle {
-		bk := &hostState{capacity: tokenScale}
-		if full {
-			bk.tokens.Store(tokenScale)
-		}
-		t.byHash[uint64(i)] = []hostEntry[*hostState]{{hostKey{"http", strconv.Itoa(i)}, bk}}
-		t.n++
+	h := newHostMap(len(idle), func(hostKey) *hostState { return &hostState{capacity: tokenScale} })
+	h.shards = h.shards[:1]
+	h.chains = 1
+	for h.chains < len(idle) {
+		h.chains *= 2
 	}
-	t.evict()
+	for i, full := range idle {
+		if h.getOrCreate(hostKey{"http", strconv.Itoa(i)}); full {
+			v, _ := h.get(hostKey{"http", strconv.Itoa(i)})
+			v.tokens.Store(tokenScale)
+		}
+	}
+	s := &h.shards[0]
+	s.mu.Lock()
+	s.evict(*s.table.Load(), rand.Uint64())
+	s.mu.Unlock()
 	for i := range idle {
-		if _, ok := t.byHash[uint64(i)]; !ok {
+		if _, ok := h.get(hostKey{"http", strconv.Itoa(i)}); !ok {
 			return i
 		}
 	}

@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -15,10 +16,13 @@ import (
 //
 // In short (docs/hedging.md has the rules in full):
 //   - only requests guessed idempotent are hedged (GET, HEAD, OPTIONS, TRACE,
-//     PUT, DELETE, or a caller's Idempotency-Key or X-Idempotency-Key, or an
+//     PUT, DELETE, or the methods of a CustomizedShouldRetryFn that replaces
+//     that list; or a caller's Idempotency-Key or X-Idempotency-Key, or an
 //     injected key when WithIdempotencyKeysHonored says keys are honoured),
 //     and only if their body can be replayed; the others take the usual
 //     retry path;
+//   - the first attempt runs on the caller's goroutine; a goroutine starts
+//     only when the delay passes;
 //   - at most 1+maxHedges attempts are in flight at once, and at most
 //     1+maxRetries are sent in all: hedges and retries share the retry
 //     limit, and a request with retries off (WithMaxRetries(0)) is not
@@ -33,7 +37,8 @@ import (
 // Every attempt after the first counts against the retry budget: it spends
 // a token, or, without one, takes a slot of the host's window if one is
 // free at once (it never parks), and gives the slot back with its outcome
-// as a parked retry does.
+// as a parked retry does. As in the retry loop, an attempt that replaces
+// one that lost its connection gets its token back if it succeeds.
 func WithHedging(delay time.Duration, maxHedges int) Option {
 	return func(t *Transport) { t.hedgeDelay, t.maxHedges = delay, maxHedges }
 }
@@ -77,52 +82,136 @@ type outcome struct {
 	err error
 }
 
-// hedge is the state of one hedged request. Only the goroutine running
-// roundTripHedged touches it, then, once it has chosen the outcome, collect;
-// attempts report through results.
+// hedge is the state of one hedged request. Attempt 1 runs on the caller's
+// goroutine; until it has an outcome, no other goroutine exists unless the
+// hedge delay passes first. Then the timer's goroutine (fire) coordinates
+// the attempts: the caller's hands it attempt 1's outcome and waits for the
+// final one. Otherwise the caller's goroutine coordinates what follows
+// attempt 1. One goroutine at a time touches the hedge, then, once it has
+// chosen the outcome, collect; attempts report through results.
 type hedge struct {
-	t    *Transport
-	s    settings // copies, so that RoundTrip's own stay on its stack
-	body replay
-	idem idempotency     // the request's, computed once (idempotency.go)
-	ctx  context.Context // the caller's
+	t      *Transport
+	s      settings // copies, so that RoundTrip's own stay on its stack
+	body   replay
+	idem   idempotency     // the request's, computed once (idempotency.go)
+	ctx    context.Context // the caller's
+	caller *http.Request   // as passed to RoundTrip
 
-	results  chan outcome         // every attempt sends exactly one
+	results  chan outcome         // every attempt after the first sends exactly one, and attempt 1 once fire runs
 	wg       sync.WaitGroup       // one per attempt goroutine
 	cancels  []context.CancelFunc // cancels[n-1] ends attempt n; len is the attempts sent
 	inFlight int
 	refused  bool // the budget refused an attempt: no more are sent
 	why      StopReason
+
+	timer clockTimer    // runs fire after the hedge delay; made once per hedge value and clock
+	clk   clock         // the timer's
+	done  chan hedgeEnd // fire's final outcome, for the caller's goroutine
 }
+
+// errAttemptPanicked is the outcome of attempt 1 when the base transport
+// panicked: the panic then goes on up to the caller of RoundTrip.
+var errAttemptPanicked = errors.New("retryhttp: the base transport panicked")
+
+// hedgeEnd is how a hedged request ended, as RoundTrip returns it.
+type hedgeEnd struct {
+	res *http.Response
+	end ending
+	err error
+}
+
+// hedges are recycled when attempt 1 wins before the hedge delay, the usual
+// case: nothing else refers to them then.
+var hedges = sync.Pool{New: func() any {
+	return &hedge{results: make(chan outcome), done: make(chan hedgeEnd, 1)}
+}}
 
 // roundTripHedged sends req's attempts in parallel as WithHedging describes.
 func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s settings, body replay, idem idempotency) (*http.Response, ending, error) {
-	maxHedges := min(s.maxHedges, s.maxRetries) // in flight beyond the first
-	h := &hedge{t: t, s: s, body: body, idem: idem, ctx: ctx,
-		results: make(chan outcome)}
-	if err := h.launch(lease{}); err != nil {
+	h := hedges.Get().(*hedge)
+	h.t, h.s, h.body, h.idem, h.ctx, h.caller = t, s, body, idem, ctx, caller
+
+	// 1. Attempt 1, on this goroutine, with the hedge timer running.
+	sent, err := t.attemptRequest(&h.body, 1)
+	if err != nil {
+		h.recycle()
 		return nil, ending{StopError, 0}, err
 	}
-	fire, timer := t.clock().NewTimer(s.hedgeDelay)
+	actx, cancel := context.WithCancel(ctx)
+	h.cancels = append(h.cancels, cancel)
+	h.inFlight = 1
+	if c := t.clock(); h.timer == nil || h.clk != c {
+		h.timer, h.clk = c.AfterFunc(s.hedgeDelay, h.fire), c
+	} else {
+		h.timer.Reset(s.hedgeDelay)
+	}
+	req, start := sent.WithContext(actx), t.clock().Now()
+	sending := true
+	defer func() {
+		// A base transport that panicked after the hedge delay passed:
+		// let fire end the other attempts before the panic goes on up.
+		if sending && !h.timer.Stop() {
+			h.results <- outcome{n: 1, req: sent, err: errAttemptPanicked}
+			<-h.done
+		}
+	}()
+	res, err := t.send(req, s.attemptTimeout)
+	sending = false
+	s.budget.settle(req, res, attemptOutcome{first: true, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout}, nil)
+	o := outcome{n: 1, req: sent, res: res, err: err}
+
+	// 2. The hedge delay passed first: fire coordinates the attempts.
+	if !h.timer.Stop() {
+		h.results <- o
+		e := <-h.done
+		return e.res, e.end, e.err
+	}
+
+	// 3. Attempt 1 came first: final, or replaced at once by attempt 2.
+	h.inFlight--
+	if h.replaceOrEnd(&o) {
+		res, err := h.win(o)
+		e := ending{h.why, len(h.cancels)}
+		if len(h.cancels) == 1 {
+			h.recycle() // no other attempt: nothing refers to h
+		}
+		return res, e, err
+	}
+	return h.loop(true)
+}
+
+// fire runs on a goroutine of its own when the hedge delay passes before
+// attempt 1 has an outcome: it sends a hedge, coordinates the attempts
+// until one is final, and hands that outcome to RoundTrip's goroutine.
+func (h *hedge) fire() {
+	launched, err := h.hedge()
+	if err != nil {
+		h.done <- hedgeEnd{nil, ending{StopError, len(h.cancels)}, h.abort(err)}
+		return
+	}
+	res, end, err := h.loop(launched)
+	h.done <- hedgeEnd{res, end, err}
+}
+
+// loop coordinates the attempts in flight until one is final: it sends
+// hedges when the hedge delay passes (armed: the delay runs from now),
+// replaces failures, and ends the attempts on the caller's cancellation.
+func (h *hedge) loop(armed bool) (*http.Response, ending, error) {
+	fire, timer := h.t.clock().NewTimer(h.s.hedgeDelay)
 	defer timer.Stop()
+	if !armed {
+		timer.Stop()
+	}
 	for {
-		sent, inFlight := len(h.cancels), h.inFlight
+		sent := len(h.cancels)
 		select {
-		case <-ctx.Done():
+		case <-h.ctx.Done():
 			// 1. The caller gave up: end every attempt.
-			return nil, ending{StopCanceled, len(h.cancels)}, h.abort(ctx.Err())
+			return nil, ending{StopCanceled, len(h.cancels)}, h.abort(h.ctx.Err())
 		case <-fire:
 			// 2. No answer within the hedge delay: one more in parallel.
-			if h.inFlight <= maxHedges {
-				launched, err := h.next()
-				if err != nil {
-					return nil, ending{StopError, len(h.cancels)}, h.abort(err)
-				}
-				if launched {
-					// As documented for Decision: the attempts in flight
-					// and the caller's request.
-					h.t.obs.reportRetry(Attempt{Count: inFlight, Req: caller}, s.maxRetries, s.hedgeDelay, true)
-				}
+			if _, err := h.hedge(); err != nil {
+				return nil, ending{StopError, len(h.cancels)}, h.abort(err)
 			}
 		case o := <-h.results:
 			// 3. An answer: final, or a failure replaced at once.
@@ -134,9 +223,34 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 		}
 		// 4. The hedge delay runs from the latest attempt.
 		if len(h.cancels) > sent {
-			timer.Reset(s.hedgeDelay)
+			timer.Reset(h.s.hedgeDelay)
 		}
 	}
+}
+
+// hedge sends one more attempt in parallel, if fewer than 1+maxHedges are
+// in flight and the limit and the budget allow it, and reports whether it
+// did.
+func (h *hedge) hedge() (bool, error) {
+	inFlight := h.inFlight
+	if inFlight > min(h.s.maxHedges, h.s.maxRetries) {
+		return false, nil
+	}
+	launched, err := h.next(false)
+	if launched {
+		// As documented for Decision: the attempts in flight and the
+		// caller's request.
+		h.t.obs.reportRetry(Attempt{Count: inFlight, Req: h.caller}, h.s.maxRetries, h.s.hedgeDelay, true)
+	}
+	return launched, err
+}
+
+// recycle puts h back in the pool, when nothing else refers to it: its
+// timer stopped before it fired, and no attempt goroutine was started.
+func (h *hedge) recycle() {
+	clear(h.cancels)
+	*h = hedge{cancels: h.cancels[:0], results: h.results, done: h.done, timer: h.timer, clk: h.clk}
+	hedges.Put(h)
 }
 
 // replaceOrEnd decides what one attempt's outcome means, and acts on it. It
@@ -155,11 +269,12 @@ func (h *hedge) replaceOrEnd(o *outcome) bool {
 		return true
 	}
 	// 2. Worth another attempt: launch it at once, if the limit and the
-	// budget allow it.
+	// budget allow it. As in the retry loop, a retry after a lost
+	// connection gets its token back if it succeeds (budget.go settle).
 	launched := false
 	if why == 0 {
 		var err error
-		if launched, err = h.next(); err != nil {
+		if launched, err = h.next(o.res == nil && isConnLost(o.err)); err != nil {
 			discard(o.res)
 			o.res, o.err = nil, err
 			h.why = StopError
@@ -197,8 +312,8 @@ func (h *hedge) more() bool {
 }
 
 // next launches one more attempt if the limit and the budget allow it, and
-// reports whether it did.
-func (h *hedge) next() (bool, error) {
+// reports whether it did; refund says it retries a lost connection.
+func (h *hedge) next(refund bool) (bool, error) {
 	if !h.more() {
 		return false, nil
 	}
@@ -207,12 +322,12 @@ func (h *hedge) next() (bool, error) {
 		h.refused = true
 		return false, nil
 	}
-	return true, h.launch(l)
+	return true, h.launch(l, refund)
 }
 
 // launch sends the next attempt, holding l, in a goroutine of its own, with
 // a body of its own and a context of its own, derived from the caller's.
-func (h *hedge) launch(l lease) error {
+func (h *hedge) launch(l lease, refund bool) error {
 	n := len(h.cancels) + 1
 	sent, err := h.t.attemptRequest(&h.body, n)
 	if err != nil {
@@ -227,7 +342,7 @@ func (h *hedge) launch(l lease) error {
 		defer h.wg.Done()
 		req, start := sent.WithContext(ctx), h.t.clock().Now()
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, attemptOutcome{first: n == 1, latency: h.t.clock().Now().Sub(start), timeout: h.s.attemptTimeout}, &l)
+		h.s.budget.settle(req, res, attemptOutcome{latency: h.t.clock().Now().Sub(start), timeout: h.s.attemptTimeout, refund: refund}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil
@@ -243,13 +358,16 @@ func (h *hedge) win(o outcome) (*http.Response, error) {
 			cancel()
 		}
 	}
-	end := func() {
-		h.cancels[o.n-1]()
+	own := h.cancels[o.n-1]
+	if o.err != nil || o.res.Body == nil || o.res.Body == http.NoBody {
+		own()
 		h.collect()
-	}
-	if o.err != nil || o.res.Body == nil {
-		end()
 		return o.res, o.err
+	}
+	if len(h.cancels) == 1 {
+		// Attempt 1 alone, on the caller's goroutine: nothing to wait for.
+		o.res.Body = newHedgeBody(o.res.Body, own)
+		return o.res, nil
 	}
 	done := make(chan struct{})
 	go func() {
@@ -257,7 +375,7 @@ func (h *hedge) win(o outcome) (*http.Response, error) {
 		close(done)
 	}()
 	o.res.Body = newHedgeBody(o.res.Body, func() {
-		h.cancels[o.n-1]()
+		own()
 		<-done
 	})
 	return o.res, nil

@@ -92,8 +92,10 @@ func (d Decision) Cause() string {
 // several options are called in the order of the options.
 //
 // Hooks run synchronously on the goroutine of the request (for a hedged
-// request, that of RoundTrip, or, for attempts cancelled after another won,
-// the goroutine that collects them, possibly after RoundTrip has returned),
+// request, that of RoundTrip, or, once the hedge delay passed during
+// attempt 1, the goroutine that coordinates the attempts while RoundTrip
+// waits; for attempts cancelled after another won, the goroutine that
+// collects them, possibly after RoundTrip has returned),
 // so a slow hook slows the request: a hook may block, but should not for
 // long. Hooks must be safe for concurrent use, since requests run in
 // parallel, and must not read or close response bodies nor modify requests.

@@ -24,12 +24,28 @@ func keyOf(req *http.Request) hostKey {
 		return hostKey{}
 	}
 	k := hostKey{scheme: u.Scheme, host: u.Host}
-	if i := strings.LastIndexByte(k.host, ':'); i >= 0 && !strings.Contains(k.host[i:], "]") {
+	if i := portColon(k.host); i >= 0 {
 		if port := k.host[i+1:]; port == "" || port == defaultPort(k.scheme) {
 			k.host = k.host[:i]
 		}
 	}
 	return k
+}
+
+// portColon returns the index of the colon before host's port if the port
+// is all digits (or empty), or -1: it scans back over the digits at the
+// end only, not over the whole host name. A port that is not all digits is
+// never a scheme's default, so for keyOf it is as good as none.
+func portColon(host string) int {
+	for i := len(host) - 1; i >= 0; i-- {
+		switch c := host[i]; {
+		case c == ':':
+			return i
+		case c < '0' || c > '9':
+			return -1
+		}
+	}
+	return -1
 }
 
 // defaultPort returns the port of scheme when a URL names none.
@@ -79,39 +95,41 @@ const maxShards = 32
 const evictScan = 8
 
 // hostMap maps hosts to values (buckets, circuit breakers), with at most
-// maxHosts entries, busy ones aside. A host is found by one hash of its host[:port], which
-// picks its shard and, within the shard, its entry (the scheme is compared,
-// not hashed: http and https of one host share a slot).
+// maxHosts entries, busy ones aside. A host is found by one hash of its
+// host[:port], which picks its shard and, within the shard, its chain (the
+// scheme is compared, not hashed: http and https of one host share a
+// chain).
 //
-// Each shard's table is never modified once published: readers load it with
-// one atomic read and take no lock, so goroutines calling one host do not
-// write to any shared memory to find its value (a read lock would: every
-// RLock writes the lock's reader count). Adding a host copies its shard's
-// table, of about maxHosts/shards entries, under the shard's mutex; that
-// happens once per host, or on each new host once the map is full.
+// Readers take no lock and write no shared memory: they load the shard's
+// table of chains and walk a chain with atomic loads (a read lock would
+// write the lock's reader count on every lookup). Writers take the shard's
+// mutex: adding a host links one entry at the head of its chain, evicting
+// one unlinks it, so both cost the same whatever the number of hosts. A
+// shard's table has a chain per host it holds at most (maxHosts / shards,
+// rounded up to a power of two), made at its first host and never resized:
+// the memory is bounded by maxHosts. Hosts that must not be evicted (busy)
+// may push a shard past that; they lengthen its chains, and leave when idle.
 type hostMap[V evictable] struct {
 	seed     maphash.Seed
 	shards   []hostShard[V]
+	chains   int // per shard: a power of two
 	maxHosts int64
 	total    atomic.Int64 // entries in all the shards
 	newValue func(hostKey) V
 }
 
 type hostShard[V evictable] struct {
-	table atomic.Pointer[hostTable[V]] // read-only once stored
-	mu    sync.Mutex                   // serialises writers
-	_     [64]byte                     // keeps neighbouring shards off one cache line
+	table atomic.Pointer[[]atomic.Pointer[hostEntry[V]]] // nil until the first host
+	mu    sync.Mutex                                     // serialises writers
+	n     int                                            // entries; guarded by mu
+	_     [64]byte                                       // keeps neighbouring shards off one cache line
 }
 
-// hostTable is the content of a shard: entries by hash of their host.
-type hostTable[V evictable] struct {
-	byHash map[uint64][]hostEntry[V]
-	n      int
-}
-
+// hostEntry is one host of a chain.
 type hostEntry[V evictable] struct {
 	key   hostKey
 	value V
+	next  atomic.Pointer[hostEntry[V]] // set before the entry is linked
 }
 
 // newHostMap returns a map of about maxHosts (≥ 1) entries whose missing
@@ -121,9 +139,14 @@ type hostEntry[V evictable] struct {
 // maxHosts + shards − 1 entries.
 func newHostMap[V evictable](maxHosts int, newValue func(hostKey) V) *hostMap[V] {
 	n := min(maxShards, maxHosts)
+	chains := 1
+	for chains*n < maxHosts {
+		chains *= 2
+	}
 	return &hostMap[V]{
 		seed:     maphash.MakeSeed(),
 		shards:   make([]hostShard[V], n),
+		chains:   chains,
 		maxHosts: int64(maxHosts),
 		newValue: newValue,
 	}
@@ -135,23 +158,40 @@ func (h *hostMap[V]) locate(k hostKey) (uint64, *hostShard[V]) {
 	return hash, &h.shards[hash%uint64(len(h.shards))]
 }
 
+// chain returns the head of the chain of hash in table t.
+func chain[V evictable](t []atomic.Pointer[hostEntry[V]], hash uint64) *atomic.Pointer[hostEntry[V]] {
+	return &t[(hash>>32)&uint64(len(t)-1)]
+}
+
 // get returns the value of k, if there is one. It takes no lock and does
 // not allocate.
 func (h *hostMap[V]) get(k hostKey) (V, bool) {
 	hash, s := h.locate(k)
-	return s.table.Load().get(hash, k)
+	return s.get(hash, k)
 }
 
-func (t *hostTable[V]) get(hash uint64, k hostKey) (V, bool) {
-	if t != nil {
-		for _, e := range t.byHash[hash] {
-			if e.key.host == k.host && e.key.scheme == k.scheme {
+func (s *hostShard[V]) get(hash uint64, k hostKey) (V, bool) {
+	if t := s.table.Load(); t != nil {
+		for e := chain(*t, hash).Load(); e != nil; e = e.next.Load() {
+			if e.key.host == k.host && sameScheme(e.key.scheme, k.scheme) {
 				return e.value, true
 			}
 		}
 	}
 	var zero V
 	return zero, false
+}
+
+// sameScheme reports whether a == b, comparing with the usual schemes
+// inline rather than by a call.
+func sameScheme(a, b string) bool {
+	switch b {
+	case "http":
+		return a == "http"
+	case "https":
+		return a == "https"
+	}
+	return a == b
 }
 
 // getIfRoom returns the value of k, making it if it is missing and the map
@@ -168,94 +208,98 @@ func (h *hostMap[V]) getIfRoom(k hostKey) (V, bool) {
 // getOrCreate returns the value of k, making it if it is missing.
 func (h *hostMap[V]) getOrCreate(k hostKey) V {
 	hash, s := h.locate(k)
-	if v, ok := s.table.Load().get(hash, k); ok {
+	if v, ok := s.get(hash, k); ok {
 		return v
 	}
+	return h.create(hash, s, k)
+}
+
+// create is getOrCreate for a host that was missing a moment ago.
+func (h *hostMap[V]) create(hash uint64, s *hostShard[V], k hostKey) V {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.table.Load()
-	if v, ok := old.get(hash, k); ok {
+	if v, ok := s.get(hash, k); ok {
 		return v
 	}
-	t := old.clone()
-	if h.total.Load() < h.maxHosts || t.n == 0 || !t.evict() {
+	t := s.table.Load()
+	if t == nil {
+		made := make([]atomic.Pointer[hostEntry[V]], h.chains)
+		t = &made
+		s.table.Store(t)
+	}
+	if h.total.Load() < h.maxHosts || s.n == 0 || !s.evict(*t, hash) {
 		h.total.Add(1) // else one out, one in: the total stays
 	}
-	k = k.clone()
-	v := h.newValue(k)
-	t.byHash[hash] = append(t.byHash[hash], hostEntry[V]{k, v})
-	t.n++
-	s.table.Store(t)
-	return v
+	e := &hostEntry[V]{key: k.clone()}
+	e.value = h.newValue(e.key)
+	head := chain(*t, hash)
+	e.next.Store(head.Load())
+	head.Store(e)
+	s.n++
+	return e.value
 }
 
-// clone returns a copy of t (an empty table for nil) that can be changed.
-func (t *hostTable[V]) clone() *hostTable[V] {
-	c := &hostTable[V]{byHash: map[uint64][]hostEntry[V]{}}
-	if t != nil {
-		for hash, es := range t.byHash {
-			c.byHash[hash] = append([]hostEntry[V](nil), es...)
-		}
-		c.n = t.n
-	}
-	return c
-}
-
-// evict drops one entry: an idle one among the first few seen, else the
-// first seen that is not busy (Go's map iteration order is random). It
-// reports false, dropping nothing, when every entry is busy: the map then
-// grows past maxHosts by the hosts with parked retries.
-func (t *hostTable[V]) evict() bool {
-	var victim hostKey
-	var victimHash uint64
-	found, seen := false, 0
+// evict unlinks one entry of the shard: an idle one among the first few
+// seen, else the first seen that is not busy, looking from a chain picked
+// by from (a hash: in effect, at random). It reports false, dropping
+// nothing, when every entry is busy: the map then grows past maxHosts by
+// the hosts with parked retries. s.mu must be held.
+func (s *hostShard[V]) evict(t []atomic.Pointer[hostEntry[V]], from uint64) bool {
+	var victim *hostEntry[V]
+	var victimChain *atomic.Pointer[hostEntry[V]]
+	seen := 0
+	start := int(from>>32) & (len(t) - 1)
 scan:
-	for hash, es := range t.byHash {
-		for _, e := range es {
+	for i := range t {
+		c := &t[(start+i)&(len(t)-1)]
+		for e := c.Load(); e != nil; e = e.next.Load() {
 			if e.value.busy() {
 				continue
 			}
-			if !found || e.value.idle() {
-				victim, victimHash, found = e.key, hash, true
+			idle := e.value.idle()
+			if victim == nil || idle {
+				victim, victimChain = e, c
 			}
 			seen++
-			if e.value.idle() || seen >= evictScan {
+			if idle || seen >= evictScan {
 				break scan
 			}
 		}
 	}
-	if !found {
+	if victim == nil {
 		return false
 	}
-	es := t.byHash[victimHash]
-	for j := range es {
-		if es[j].key == victim {
-			es = append(es[:j], es[j+1:]...)
-			break
+	s.unlink(victimChain, victim)
+	return true
+}
+
+// unlink removes e from the chain that starts at head. Readers walking the
+// chain meanwhile still find their way: e keeps its next. s.mu must be
+// held.
+func (s *hostShard[V]) unlink(head *atomic.Pointer[hostEntry[V]], e *hostEntry[V]) {
+	for link := head; link.Load() != nil; link = &link.Load().next {
+		if link.Load() == e {
+			link.Store(e.next.Load())
+			s.n--
+			return
 		}
 	}
-	if len(es) == 0 {
-		delete(t.byHash, victimHash)
-	} else {
-		t.byHash[victimHash] = es
-	}
-	t.n--
-	return true
 }
 
 // len returns the number of entries.
 func (h *hostMap[V]) len() int {
 	n := 0
 	for i := range h.shards {
-		if t := h.shards[i].table.Load(); t != nil {
-			n += t.n
-		}
+		s := &h.shards[i]
+		s.mu.Lock()
+		n += s.n
+		s.mu.Unlock()
 	}
 	return n
 }
 
 // each calls fn with every entry until fn returns false. It takes no lock:
-// it reads each shard's table as it is when reached, so a host added or
+// it walks each shard's chains as they are when reached, so a host added or
 // evicted meanwhile may be seen or not.
 func (h *hostMap[V]) each(fn func(hostKey, V) bool) {
 	for i := range h.shards {
@@ -263,8 +307,8 @@ func (h *hostMap[V]) each(fn func(hostKey, V) bool) {
 		if t == nil {
 			continue
 		}
-		for _, es := range t.byHash {
-			for _, e := range es {
+		for j := range *t {
+			for e := (*t)[j].Load(); e != nil; e = e.next.Load() {
 				if !fn(e.key, e.value) {
 					return
 				}

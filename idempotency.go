@@ -2,11 +2,14 @@ package retryhttp
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -105,17 +108,17 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 		carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
-	key, err := uuid.NewRandom() // crypto/rand
+	key, err := newKey()
 	if err != nil {
 		return req, false, fmt.Errorf("retryhttp: generating an idempotency key: %w", err)
 	}
-	r := *req
-	r.Header = req.Header.Clone()
-	if r.Header == nil {
-		r.Header = make(http.Header, 1)
-	}
+	// One allocation for the copy and the key's value slice; the header
+	// map has room for the key.
+	r := &keyedRequest{Request: *req}
+	r.value[0] = keyString(&key)
+	r.Header = cloneHeaderPlus(req.Header, "")
 	if s.idempotencyKeysHonored {
-		r.Header.Set(s.idempotencyKeyHeader, key.String())
+		r.Header[canonicalKeyName(s.idempotencyKeyHeader)] = r.value[:]
 	} else {
 		// Not under the canonical name: net/http replays a request that
 		// carries Idempotency-Key or X-Idempotency-Key, exactly so spelled
@@ -123,21 +126,130 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 		// sending it; a key the server may not honour must not license
 		// that. Header names are case-insensitive (RFC 9110 §5.1); HTTP/2
 		// sends them in lower case anyway.
-		r.Header[strings.ToLower(s.idempotencyKeyHeader)] = []string{key.String()}
+		r.Header[lowerKeyName(s.idempotencyKeyHeader)] = r.value[:]
 	}
-	return &r, true, nil
+	return &r.Request, true, nil
+}
+
+// keyedRequest is a request copy that carries an injected key, and the
+// key's value slice, in one allocation.
+type keyedRequest struct {
+	http.Request
+	value [1]string
+}
+
+// canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
+// the default name.
+func canonicalKeyName(name string) string {
+	if name == DefaultIdempotencyKeyHeader {
+		return name
+	}
+	return http.CanonicalHeaderKey(name)
+}
+
+// lowerKeyName is strings.ToLower(name), without its allocation for the
+// default name.
+func lowerKeyName(name string) string {
+	if name == DefaultIdempotencyKeyHeader {
+		return "idempotency-key"
+	}
+	return strings.ToLower(name)
+}
+
+// newKey returns a fresh random (version 4) UUID. Its bytes come from
+// crypto/rand, read in batches (keyRand): a system call per key would cost
+// more than the rest of key injection.
+func newKey() (uuid.UUID, error) {
+	var u uuid.UUID
+	if err := keyRand.read(&u); err != nil {
+		return u, err
+	}
+	u[6] = (u[6] & 0x0f) | 0x40 // version 4
+	u[8] = (u[8] & 0x3f) | 0x80 // variant RFC 4122
+	return u, nil
+}
+
+// keyString is key.String(), the canonical form of a UUID
+// (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), in one pass.
+func keyString(key *uuid.UUID) string {
+	const digits = "0123456789abcdef"
+	var buf [36]byte
+	j := 0
+	for i, b := range key {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			buf[j] = '-'
+			j++
+		}
+		buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
+		j += 2
+	}
+	return string(buf[:])
+}
+
+// keyRand is the batch of random bytes that keys are cut from.
+var keyRand randBatch
+
+// randBatch hands out bytes from crypto/rand, read 512 at a time. Each byte
+// is handed out once. It is safe for concurrent use.
+type randBatch struct {
+	mu   sync.Mutex
+	buf  [512]byte
+	left int // bytes at the end of buf not handed out yet
+}
+
+// read fills u with bytes never handed out before.
+func (b *randBatch) read(u *uuid.UUID) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.left < len(u) {
+		if _, err := rand.Read(b.buf[:]); err != nil {
+			return err
+		}
+		b.left = len(b.buf)
+	}
+	b.left -= copy(u[:], b.buf[len(b.buf)-b.left:])
+	return nil
 }
 
 // guessIdempotent reports whether sending req twice is guessed harmless by
-// the default rules (see DefaultShouldRetryFn): its method is idempotent, or
-// it carries the caller's key, or one the transport injected for servers
-// known to honour keys. injected says whether req's key was injected.
+// the request's policy: its method is idempotent (by the method list of a
+// CustomizedShouldRetryFn, or else the default list), or it carries the
+// caller's key, or one the transport injected for servers known to honour
+// keys. injected says whether req's key was injected. The retry loop's
+// policy decides by the same guess after each attempt; so hedging and the
+// write watch follow it.
 func (s *settings) guessIdempotent(req *http.Request, injected bool) bool {
-	return defaultRetryPolicy.idempotent(Attempt{
+	a := Attempt{
 		Req:                    req,
 		IdempotencyKeyInjected: injected,
 		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-	})
+	}
+	if customizedPolicy(s.shouldRetry) {
+		a.Err = errGuessProbe
+		return s.shouldRetry(a)
+	}
+	return defaultRetryPolicy.idempotent(a)
+}
+
+// errGuessProbe is the error of the Attempt with which the transport asks
+// a policy made by CustomizedShouldRetryFn for its idempotency guess
+// (guessIdempotent). Only this package makes it, and only such policies
+// are asked: a policy that is handed it answers the guess.
+var errGuessProbe = errors.New("retryhttp: idempotency guess")
+
+// The code of the functions CustomizedShouldRetryFn returns (compose.go):
+// method values of a retryPolicy, told apart from any other function by
+// their code pointer.
+var (
+	policyCode   = reflect.ValueOf(defaultRetryPolicy.shouldRetry).Pointer()
+	policyIfCode = reflect.ValueOf(defaultRetryPolicy.shouldRetryOrIf).Pointer()
+)
+
+// customizedPolicy reports whether fn was made by CustomizedShouldRetryFn,
+// and may be asked for its guess with errGuessProbe.
+func customizedPolicy(fn ShouldRetryFn) bool {
+	code := reflect.ValueOf(fn).Pointer()
+	return code == policyCode || code == policyIfCode
 }
 
 // A dial error proves that a request never left the client only if nothing
@@ -168,14 +280,17 @@ func (t *Transport) baseReplaysOnlyUnsent() bool {
 type writeWatch struct {
 	trace httptrace.ClientTrace
 	wrote atomic.Bool
+	req   http.Request // the attempt's request, with the watching context
 }
 
 // watchWrites returns req with a context that reports its writes to the
-// returned watch; the caller's own ClientTrace, if any, still runs.
+// returned watch; the caller's own ClientTrace, if any, still runs. The
+// copy of req lives in the watch: one allocation less.
 func watchWrites(req *http.Request) (*http.Request, *writeWatch) {
 	w := &writeWatch{}
 	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace)), w
+	w.req = *req.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
+	return &w.req, w
 }
 
 // mark returns err, marked if the request had been written before it.
@@ -207,12 +322,16 @@ func writtenFirst(err error) bool {
 // name or under name, in any case; an empty or nil value counts (net/http
 // reads a nil Idempotency-Key as "replayable, send no header").
 func carriesKey(h http.Header, name string) bool {
-	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key", http.CanonicalHeaderKey(name)} {
+	for _, n := range [...]string{"Idempotency-Key", "X-Idempotency-Key"} {
 		if _, ok := lookupHeader(h, n); ok {
 			return true
 		}
 	}
-	return false
+	if name == DefaultIdempotencyKeyHeader || name == "X-Idempotency-Key" {
+		return false // looked up already
+	}
+	_, ok := lookupHeader(h, http.CanonicalHeaderKey(name))
+	return ok
 }
 
 // IdempotencyKey returns the idempotency key that req carries under

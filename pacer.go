@@ -84,9 +84,10 @@ type hostStats struct {
 }
 
 type statsSlot struct {
-	epoch    atomic.Int64 // which statSlot of the clock the counts are for
-	ok, fail atomic.Int64
-	minLat   atomic.Int64 // nanoseconds; 0: no success measured
+	epoch              atomic.Int64 // which statSlot of the clock the counts are for
+	ok, fail           atomic.Int64 // first attempts
+	minLat             atomic.Int64 // nanoseconds; 0: no success measured
+	retryOK, retryFail atomic.Int64 // the other attempts: retries, hedges
 }
 
 // record counts an attempt's outcome at time at.
@@ -99,11 +100,15 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 	} else {
 		st.lastFail.Store(at)
 	}
-	if !first {
-		return
-	}
 	s := st.slot(at)
-	if !ok {
+	switch {
+	case !first && ok:
+		s.retryOK.Add(1)
+		return
+	case !first:
+		s.retryFail.Add(1)
+		return
+	case !ok:
 		s.fail.Add(1)
 		return
 	}
@@ -126,6 +131,8 @@ func (st *hostStats) slot(at int64) *statsSlot {
 		s.ok.Store(0)
 		s.fail.Store(0)
 		s.minLat.Store(0)
+		s.retryOK.Store(0)
+		s.retryFail.Store(0)
 	}
 	return s
 }
@@ -153,6 +160,20 @@ func (st *hostStats) recent(at int64) (ok, fail int64, rate float64, minLat time
 	}
 	span := time.Duration(statSlots-1)*statSlot + time.Duration(at-e*int64(statSlot))
 	return ok, fail, float64(all) / span.Seconds(), minLat
+}
+
+// everything returns the successes and failures of every attempt to the
+// host (first attempts, retries, hedges) over all the slots.
+func (st *hostStats) everything(at int64) (ok, fail int64) {
+	e := at / int64(statSlot)
+	for i := range st.slots {
+		s := &st.slots[i]
+		if se := s.epoch.Load(); se <= e && e-se < statSlots {
+			ok += s.ok.Load() + s.retryOK.Load()
+			fail += s.fail.Load() + s.retryFail.Load()
+		}
+	}
+	return ok, fail
 }
 
 // pacer is the window of parked retries of one host and their queue.
@@ -325,21 +346,36 @@ func (h *hostState) windowCap(at int64) float64 {
 // first attempts, while less than gateFailShare of them fail, by a margin
 // of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with fewer,
 // once no failure was heard for probeQuiet: then while the latest outcome
-// was a success, else for one probe at a time. Requires h.mu.
+// was a success, else for one probe at a time; and one at a time as well
+// while everything heard from the host over the statistics' span (first
+// attempts, retries, hedges: at least gateMinSamples) fails gateFailShare
+// or more by the same margin, so that a host failing at random whose
+// callers pause does not get its parked retries in bursts. Requires h.mu.
 func (h *hostState) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
 	if n := float64(ok + fail); n >= gateMinSamples {
 		// Below the share by one standard deviation of a sample of n, so
 		// that a host failing more than gateFailShare at random does not
 		// open the gate by the luck of a short sample.
-		margin := math.Sqrt(n * gateFailShare * (1 - gateFailShare))
-		return float64(fail)+margin < gateFailShare*n
+		return below(float64(fail), n)
 	}
 	lastOK, lastFail := h.stats.lastOK.Load(), h.stats.lastFail.Load()
 	if at-lastFail < int64(probeQuiet) {
 		return false
 	}
+	if ok, fail := h.stats.everything(at); ok+fail >= gateMinSamples && !below(float64(fail), float64(ok+fail)) {
+		// Everything heard from the host of late fails too often: one
+		// retry at a time, however the latest turned out.
+		return h.p.inFlight == 0
+	}
 	return lastOK > lastFail || h.p.inFlight == 0
+}
+
+// below reports whether fail failures of n attempts are below
+// gateFailShare by a margin of one standard deviation (see gate).
+func below(fail, n float64) bool {
+	margin := math.Sqrt(n * gateFailShare * (1 - gateFailShare))
+	return fail+margin < gateFailShare*n
 }
 
 // lease is a retry's claim on its host: a slot of the window (held), to

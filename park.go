@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // maxParkedBody bounds the body of a response that a parked retry keeps
@@ -317,7 +315,7 @@ func (bs *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool
 	if !found {
 		c.parkedIn = append(c.parkedIn, in)
 	}
-	if c.cb.State() == gobreaker.StateOpen {
+	if c.state(bs.now()) == CircuitOpen {
 		in.failParked(k, bs) // it opened before: the retry fails at once
 	}
 	return true

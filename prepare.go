@@ -21,7 +21,9 @@ var ErrPrepareRetry = errors.New("retryhttp: preparing a retry")
 // touched. A fn that replaces Body takes charge of the body it replaced
 // (closing it, or reading from it). The request carries the caller's context, the idempotency key and
 // the Retry-Attempt header of the retry, so fn can tell which retry it is
-// preparing. fn runs on the goroutine of RoundTrip, one call at a time per
+// preparing. fn runs on the goroutine of RoundTrip (for a hedged request
+// whose hedge delay passed during attempt 1, on the goroutine that
+// coordinates its attempts while RoundTrip waits), one call at a time per
 // request; it must be safe for concurrent use across requests.
 //
 // If fn returns an error, the retry is not sent and RoundTrip returns that

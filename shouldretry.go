@@ -114,6 +114,10 @@ type retryPolicy struct {
 }
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {
+	// The transport asks for the policy's idempotency guess (idempotency.go).
+	if a.Err == errGuessProbe {
+		return p.idempotent(a)
+	}
 	// The caller gave up: nobody is waiting for a retry.
 	if callerGone(a.Req) {
 		return false
@@ -218,14 +222,4 @@ func lookupHeader(h http.Header, canonical string) ([]string, bool) {
 		}
 	}
 	return nil, false
-}
-
-// deleteHeader removes the header canonical, which must be in canonical
-// form, from h under every case of its name.
-func deleteHeader(h http.Header, canonical string) {
-	for k := range h {
-		if len(k) == len(canonical) && strings.EqualFold(k, canonical) {
-			delete(h, k)
-		}
-	}
 }

@@ -130,10 +130,10 @@ func New(options ...func(*Transport)) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// Fail fast while the destination's circuit is open. Otherwise the
 	// breaker, if any, sees the final outcome, after all the retries.
-	var done func(*http.Response, error)
+	var admitted ticket // breaker.go
 	if t.breakers != nil {
 		var refused error
-		if done, refused = t.breakers.allow(req); refused != nil {
+		if admitted, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
 			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
 			if t.obs != nil { // the settings, resolved for the report only
@@ -145,8 +145,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.settings(req) // once: one destination policy throughout
 	res, e, err := t.roundTrip(req, s)
 	t.pushback(req, e, res)
-	if done != nil {
-		done(res, err)
+	if t.breakers != nil {
+		t.breakers.done(admitted, req, res, err)
 	}
 	if t.errorOnGiveUp {
 		res, err = giveUp(e, res, err) // giveup.go

@@ -22,11 +22,13 @@ package otelretryhttp
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seed2409de8f/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -123,7 +125,7 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
-	var ins instruments
+	ins := instruments{attrs: newAttrCache()}
 	var err, e error
 	ins.requests, e = m.Int64Counter(RequestsName, metric.WithUnit("{request}"),
 		metric.WithDescription("Logical requests sent through the transport (one per RoundTrip), by outcome."))
@@ -175,45 +177,39 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 func (ins *instruments) park(e retryhttp.ParkEvent) {
 	a := e.Attempt
 	ctx := ctxOf(a.Req)
-	k := requestKey(kindPark, a.Req)
-	k.label = e.Kind.String()
-	opts := ins.attrs.get(k)
+	d := ins.attrs.dest(a.Req)
+	opts := d.get(&ins.attrs, subKey{kind: kindPark, code: int(e.Kind)})
 	ins.parked.Add(ctx, 1, opts.add...)
 	if e.Kind != retryhttp.ParkParked {
 		ins.parkWait.Record(ctx, e.Waited.Seconds(), opts.rec...)
 	}
-	hk := requestKey(kindRequest, a.Req)
-	hk.method = ""
-	ins.window.Record(ctx, int64(e.Window), ins.attrs.get(hk).rec...)
+	ins.window.Record(ctx, int64(e.Window), d.get(&ins.attrs, subKey{kind: kindHost}).rec...)
 }
 
 func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
 	a := ai.Attempt
-	k := requestKey(kindAttempt, a.Req)
+	k := subKey{kind: kindAttempt}
 	if a.Res != nil {
 		k.code = a.Res.StatusCode
 	} else if a.Err != nil {
 		k.label = errorType(a)
 	}
-	ins.attempts.Add(ctxOf(a.Req), 1, ins.attrs.get(k).add...)
+	ins.attempts.Add(ctxOf(a.Req), 1, ins.attrs.dest(a.Req).get(&ins.attrs, k).add...)
 }
 
-func (ins *instruments) decision(d retryhttp.Decision) {
-	a := d.Attempt
+func (ins *instruments) decision(dc retryhttp.Decision) {
+	a := dc.Attempt
 	ctx := ctxOf(a.Req)
-	if d.Retry {
-		k := requestKey(kindRetry, a.Req)
-		k.label = d.Cause()
-		ins.retries.Add(ctx, 1, ins.attrs.get(k).add...)
-		ins.delay.Record(ctx, d.Delay.Seconds(), ins.attrs.get(requestKey(kindRequest, a.Req)).rec...)
+	d := ins.attrs.dest(a.Req)
+	if dc.Retry {
+		ins.retries.Add(ctx, 1, d.get(&ins.attrs, subKey{kind: kindRetry, label: dc.Cause()}).add...)
+		ins.delay.Record(ctx, dc.Delay.Seconds(), d.request.rec...)
 		return
 	}
-	if d.Reason == retryhttp.StopBudgetRefused {
-		ins.refusals.Add(ctx, 1, ins.attrs.get(requestKey(kindRequest, a.Req)).add...)
+	if dc.Reason == retryhttp.StopBudgetRefused {
+		ins.refusals.Add(ctx, 1, d.request.add...)
 	}
-	k := requestKey(kindStop, a.Req)
-	k.label = outcome(d.Reason)
-	opts := ins.attrs.get(k)
+	opts := d.get(&ins.attrs, subKey{kind: kindStop, code: int(dc.Reason)})
 	ins.requests.Add(ctx, 1, opts.add...)
 	ins.perRequest.Record(ctx, int64(a.Count), opts.rec...)
 	if failed(a) {
@@ -339,6 +335,7 @@ const (
 	kindRetry                   // … and the retry's cause
 	kindStop                    // … and the outcome
 	kindPark                    // … and the park event
+	kindHost                    // address and port only
 )
 
 // attrKey identifies one set of attributes.
@@ -353,6 +350,9 @@ type attrKey struct {
 
 // attrSet returns the attributes k stands for.
 func (k attrKey) attrSet() attribute.Set {
+	if k.kind == kindHost {
+		k.method = ""
+	}
 	attrs := make([]attribute.KeyValue, 0, 4)
 	if k.method != "" {
 		attrs = append(attrs, attribute.String("http.request.method", k.method))
@@ -384,36 +384,206 @@ type attrOpts struct {
 	rec []metric.RecordOption
 }
 
+func newAttrOpts(k attrKey) *attrOpts {
+	opt := metric.WithAttributeSet(k.attrSet())
+	return &attrOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+}
+
 // maxCachedAttrs bounds the attribute sets kept; past it, sets are built
 // for each measurement.
 const maxCachedAttrs = 4096
 
+// destBuckets is the number of chains of an attrCache's table.
+const destBuckets = 1024
+
 // attrCache keeps the measurement options of the attribute sets seen, so
 // that recording a measurement with attributes seen before allocates
-// nothing here. It is safe for concurrent use.
+// nothing and takes no lock. It is safe for concurrent use.
+//
+// Its entries are destinations as requests spell them (scheme, URL.Host
+// and method, the strings compared as they are, so that finding one parses
+// nothing), in a fixed table of chains that readers walk without a lock;
+// each destination keeps its attribute sets by kind in a small map that is
+// copied when a set is added. Writers take mu; entries are never removed.
 type attrCache struct {
-	mu sync.RWMutex
-	m  map[attrKey]*attrOpts
+	seed    maphash.Seed
+	buckets *[destBuckets]atomic.Pointer[dest] // chains, newest first
+	mu      sync.Mutex                         // serialises writers
+	n       atomic.Int64                       // attribute sets kept
 }
 
-func (c *attrCache) get(k attrKey) *attrOpts {
-	c.mu.RLock()
-	o, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return o
+func newAttrCache() attrCache {
+	return attrCache{seed: maphash.MakeSeed(), buckets: new([destBuckets]atomic.Pointer[dest])}
+}
+
+// dest is the attribute sets of requests with one scheme, URL.Host and
+// method.
+type dest struct {
+	host, scheme, method string // as in the request (copies, see canonical)
+	next                 *dest  // in its chain; set before it is published
+
+	base    attrKey   // method, address and port, as reported
+	request *attrOpts // base's attributes: kindRequest
+
+	// The sets of the outcomes of nearly every request, in arrays (nil
+	// until first made), and the others in a map that is copied to add one.
+	ok    [8]atomic.Pointer[attrOpts]              // kindAttempt, status 200-207
+	stops [numStopReasons]atomic.Pointer[attrOpts] // kindStop, by StopReason
+	subs  atomic.Pointer[map[subKey]*attrOpts]     // the others
+}
+
+// numStopReasons bounds the StopReasons kept in dest.stops; others are
+// kept in its map.
+const numStopReasons = 16
+
+// subKey identifies one of a destination's attribute sets: its kind and
+// the status code (kindAttempt), the StopReason (kindStop), the ParkKind
+// (kindPark), or a label (error.type of kindAttempt, the retry's cause).
+type subKey struct {
+	kind  attrKind
+	code  int
+	label string
+}
+
+// dest returns the attribute sets of req's destination and method.
+func (c *attrCache) dest(req *http.Request) *dest {
+	if req == nil {
+		return c.newDest(nil, "", "", "")
 	}
-	opt := metric.WithAttributeSet(k.attrSet())
-	o = &attrOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	var scheme, host string
+	if u := req.URL; u != nil {
+		scheme, host = u.Scheme, u.Host
+	}
+	chain := &c.buckets[maphash.String(c.seed, host)%destBuckets]
+	if d := chain.Load().find(host, scheme, req.Method); d != nil {
+		return d
+	}
+	if c.n.Load() >= maxCachedAttrs {
+		return c.newDest(req, scheme, host, req.Method) // not kept
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.m) < maxCachedAttrs {
-		if c.m == nil {
-			c.m = map[attrKey]*attrOpts{}
-		}
-		// The key's strings may point into a request's URL: keep copies.
-		k.method, k.host, k.label = strings.Clone(k.method), strings.Clone(k.host), strings.Clone(k.label)
-		c.m[k] = o
+	head := chain.Load()
+	if d := head.find(host, scheme, req.Method); d != nil {
+		return d
 	}
+	// The key's strings may point into a request's URL: keep copies.
+	d := c.newDest(req, canonical(scheme), strings.Clone(host), canonical(req.Method))
+	d.next = head
+	chain.Store(d)
+	c.n.Add(1)
+	return d
+}
+
+// find returns the dest of the chain that starts at d with the given key,
+// or nil.
+func (d *dest) find(host, scheme, method string) *dest {
+	for ; d != nil; d = d.next {
+		if d.host == host && same(d.method, method) && same(d.scheme, scheme) {
+			return d
+		}
+	}
+	return nil
+}
+
+// same reports whether a == b, comparing with the usual schemes and
+// methods inline rather than by a call.
+func same(a, b string) bool {
+	switch b {
+	case "http":
+		return a == "http"
+	case "https":
+		return a == "https"
+	case http.MethodGet:
+		return a == http.MethodGet
+	case http.MethodPost:
+		return a == http.MethodPost
+	}
+	return a == b
+}
+
+// canonical returns a copy of s, or, for the usual schemes and methods,
+// the constant that spells it.
+func canonical(s string) string {
+	for _, c := range [...]string{"http", "https", http.MethodGet, http.MethodPost, http.MethodPut,
+		http.MethodDelete, http.MethodHead, http.MethodPatch, http.MethodOptions} {
+		if s == c {
+			return c
+		}
+	}
+	return strings.Clone(s)
+}
+
+func (c *attrCache) newDest(req *http.Request, scheme, host, method string) *dest {
+	d := &dest{host: host, scheme: scheme, method: method, base: requestKey(kindRequest, req)}
+	d.base.method, d.base.host = strings.Clone(d.base.method), strings.Clone(d.base.host)
+	d.request = newAttrOpts(d.base)
+	return d
+}
+
+// get returns the options of d's attribute set k, making them if they are
+// missing.
+func (d *dest) get(c *attrCache, k subKey) *attrOpts {
+	slot := d.slot(k)
+	if slot != nil {
+		if o := slot.Load(); o != nil {
+			return o
+		}
+	} else if m := d.subs.Load(); m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o
+		}
+	}
+	ak := d.base
+	ak.kind, ak.code, ak.label = k.kind, 0, k.label
+	switch k.kind {
+	case kindAttempt:
+		ak.code = k.code
+	case kindStop:
+		ak.label = outcome(retryhttp.StopReason(k.code))
+	case kindPark:
+		ak.label = retryhttp.ParkKind(k.code).String()
+	}
+	o := newAttrOpts(ak)
+	if c.n.Load() >= maxCachedAttrs {
+		return o // not kept
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slot != nil {
+		if kept := slot.Load(); kept != nil {
+			return kept
+		}
+		slot.Store(o)
+		c.n.Add(1)
+		return o
+	}
+	m := d.subs.Load()
+	grown := make(map[subKey]*attrOpts, 1)
+	if m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o
+		}
+		grown = make(map[subKey]*attrOpts, len(*m)+1)
+		for kk, v := range *m {
+			grown[kk] = v
+		}
+	}
+	k.label = strings.Clone(k.label)
+	grown[k] = o
+	d.subs.Store(&grown)
+	c.n.Add(1)
 	return o
+}
+
+// slot returns the array element that keeps d's set k, or nil if k is
+// kept in the map.
+func (d *dest) slot(k subKey) *atomic.Pointer[attrOpts] {
+	switch {
+	case k.kind == kindAttempt && k.label == "" && uint(k.code-200) < uint(len(d.ok)):
+		return &d.ok[k.code-200]
+	case k.kind == kindStop && uint(k.code) < uint(len(d.stops)):
+		return &d.stops[k.code]
+	}
+	return nil
 }

@@ -1,0 +1,79 @@
+//go:build !race
+
+// The race detector may change what allocates, so these counts are checked
+// without it.
+
+package retryhttp_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// allocsOf is testing.AllocsPerRun of one request built by newReq and sent
+// through rt, which must succeed.
+func allocsOf(t *testing.T, rt http.RoundTripper, newReq func(string) (*http.Request, error)) float64 {
+	t.Helper()
+	const url = "http://example.test/"
+	require.NoError(t, roundTripOnce(rt, url, newReq))
+	return testing.AllocsPerRun(100, mustRoundTrip(rt, url, newReq))
+}
+
+// TestRetryAllocs checks what one retry (a 503, then a 200) allocates
+// beyond the base transport's own second round trip: the attempt's request
+// copy with its Retry-Attempt value, and its header map (two allocations),
+// as github.com/justinrixx/retryhttp's 3.
+func TestRetryAllocs(t *testing.T) {
+	const url = "http://example.test/"
+	bare := &flipTransport{}
+	bareAllocs := testing.AllocsPerRun(100, func() { require.NoError(t, bareRetry(bare, url)) })
+	reqAllocs := testing.AllocsPerRun(100, func() { _, _ = newGET(url) })
+	ours := allocsOf(t, newRetrying(&flipTransport{}), newGET)
+	// bare's work is two requests built and sent; ours builds one.
+	assert.Equal(t, bareAllocs-reqAllocs+3, ours, "bare %v (a request: %v), retryhttp %v", bareAllocs, reqAllocs, ours)
+}
+
+// TestKeyInjectionAllocs checks what injecting an idempotency key costs a
+// POST: the request copy with the key's value slice, the header map (two
+// allocations) and the key.
+func TestKeyInjectionAllocs(t *testing.T) {
+	keyed := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{})), newPOST)
+	noKeys := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(false)), newPOST)
+	assert.Equal(t, noKeys+4, keyed, "keys off %v, keys on %v", noKeys, keyed)
+}
+
+// bodyTransport answers 200 with a small body, in memory.
+type bodyTransport struct{}
+
+func (bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+}
+
+// TestHedgedGETAllocs checks what a hedged GET whose hedge never fires
+// allocates beyond the base transport: attempt 1's cancellable context
+// (two allocations) and its request with that context; and, when the
+// response has a body to read, the wrapper that ends attempt 1 when it is
+// closed.
+func TestHedgedGETAllocs(t *testing.T) {
+	tests := []struct {
+		name  string
+		base  http.RoundTripper
+		extra float64
+	}{
+		{"no body", memTransport{}, 3},
+		{"a body", bodyTransport{}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bare := allocsOf(t, tt.base, newGET)
+			ours := allocsOf(t, newHedging(tt.base), newGET)
+			assert.Equal(t, bare+tt.extra, ours, "bare %v, hedged %v", bare, ours)
+		})
+	}
+}
