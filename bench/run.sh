@@ -8,7 +8,7 @@
 # this script: its timings vary too much on a shared machine to publish.
 #
 # Each -count of BenchmarkNewHost first sends 100,000 GETs to as many hosts
-# (seconds; about 30 s for retryhttp before issue 13's new-host insert).
+# (about a second per library).
 #
 #   bench/run.sh            # COUNT=6 BENCHTIME=300ms by default
 #   COUNT=10 bench/run.sh

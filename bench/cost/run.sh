@@ -4,7 +4,7 @@
 # (hashicorp/go-retryablehttp, failsafe-go failsafehttp), and prints them as
 # a markdown table with each library's delta over bare.
 #
-#   bench/cost/run.sh             # every row, about 3 to 5 minutes
+#   bench/cost/run.sh             # every row, about 2 to 5 minutes
 #   ROWS='GET|hedge' bench/cost/run.sh  # the rows whose label matches
 #   JOBS=1 TIMEOUT=600 bench/cost/run.sh
 #

@@ -34,8 +34,8 @@ var update = flag.Bool("update", false, "rewrite the counts of "+perfDoc+" with 
 // differently from run to run).
 //
 // The check (.ci/run) measures all but what takes long: the row of a new
-// host after 100,000 (sending 100,000 GETs takes about 20 s before issue
-// 13) and the storms but retryhttp's (retryablehttp's takes 7 s; the bare
+// host after 100,000 (100,000 GETs to set it up, per library) and the
+// storms but retryhttp's (retryablehttp's takes 7 s; the bare
 // one, without retries, is 1.000 by construction). Those are written by
 // -update only; the test lists them.
 func TestPerformanceDocCounts(t *testing.T) {
