@@ -265,6 +265,10 @@ func tolerance(key string) (rel, abs float64) {
 		return 0.10, 64
 	case strings.Contains(key, " NewHost/"):
 		return 0.05, 0
+	case strings.HasPrefix(key, "B/op ") && (strings.HasSuffix(key, " failsafehttp") || strings.HasSuffix(key, " retryablehttp")):
+		// failsafehttp's bytes per request were seen to move by 3% between
+		// runs of 400 requests: the peers' are not ours to pin closely.
+		return 0.06, 0
 	case strings.HasPrefix(key, "B/op "):
 		return 0.03, 0
 	case key == "hits/req Storm/req=dead503 retryhttp":
