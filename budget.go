@@ -182,20 +182,12 @@ var defaultBudget = sync.OnceValue(func() *RetryBudget { return NewRetryBudget(R
 // policy, and are never parked. Without this option, a Transport uses the
 // process's default budget, made on first use with the defaults of
 // RetryBudgetOptions and shared by every Transport without this option.
-func WithRetryBudget(b *RetryBudget) Option {
-	return func(t *Transport) {
-		t.budget = b
-		t.budgetSet = true
-	}
-}
+func WithRetryBudget(b *RetryBudget) Option { return option(withBudget(b)) }
+
+func withBudget(b *RetryBudget) patch { return func(s *settings) { s.budget = b } }
 
 // retryBudget returns the budget of t, nil when it is turned off.
-func (t *Transport) retryBudget() *RetryBudget {
-	if t.budgetSet {
-		return t.budget
-	}
-	return defaultBudget()
-}
+func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 
 // clock returns the time on the budget's clock, in nanoseconds since it was
 // made: monotonic, and cheap to store in an atomic.

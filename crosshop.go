@@ -49,7 +49,7 @@ const (
 // transport ignores the signal: such responses are retried like any other,
 // and the handler's Pushback learns nothing from this transport.
 func WithRetrySignal(enabled bool) Option {
-	return func(t *Transport) { t.noRetrySignal = !enabled }
+	return option(func(s *settings) { s.retrySignal = enabled })
 }
 
 // WithAttemptHeader turns the attempt header (AttemptHeader) on or off; it
@@ -60,7 +60,7 @@ func WithRetrySignal(enabled bool) Option {
 // the request: the caller's is never modified. When off, requests are sent
 // with the headers their caller gave them.
 func WithAttemptHeader(enabled bool) Option {
-	return func(t *Transport) { t.noAttemptHeader = !enabled }
+	return option(func(s *settings) { s.attemptHeader = enabled })
 }
 
 // AttemptFromRequest returns the attempt number that r carries in
@@ -157,11 +157,12 @@ type pushbackWriter struct {
 	wrote  bool        // the status has been written
 }
 
-// pushback tells the Pushback of req's inbound request, if any, that req
-// ended as end says, with res. Only give-ups and signalled failures are
-// reported, so a request that succeeds looks up nothing.
-func (t *Transport) pushback(req *http.Request, end ending, res *http.Response) {
-	if t.noRetrySignal {
+// pushback tells the Pushback of req's inbound request, if any, that req,
+// which ran with s, ended as end says, with res. Only give-ups and
+// signalled failures are reported, so a request that succeeds looks up
+// nothing.
+func (s *settings) pushback(req *http.Request, end ending, res *http.Response) {
+	if !s.retrySignal {
 		return
 	}
 	signalled := res != nil && failedStatus(res.StatusCode) && HasRetrySignal(res.Header)

@@ -232,16 +232,21 @@ func requestHostPort(req *http.Request) (host, port string) {
 }
 
 // destPolicy is the compiled policy of one destination, its inherited
-// fields filled in from the defaults: a patch to the settings, of the same
-// shape as a context's overrides. It is never modified once built.
+// fields filled in from the defaults: patches to the settings, the same
+// patches as the options' (options.go). It is never modified once built.
 type destPolicy struct {
 	key        string // what its own budget is kept under (budgetKey)
-	patch      overrides
+	patches    []patch
+	budget     *RetryBudget // its own (Budget), nil if none
 	budgetOpts *RetryBudgetOptions
 }
 
 // apply sets in s what the policy sets.
-func (p *destPolicy) apply(s *settings) { p.patch.apply(s) }
+func (p *destPolicy) apply(s *settings) {
+	for _, patch := range p.patches {
+		patch(s)
+	}
+}
 
 // compile builds the destSet of a valid cfg. Budgets of prev's policies are
 // kept for policies with the same key and budget options.
@@ -255,16 +260,14 @@ func compile(cfg DestinationConfig, prev *destSet) *destSet {
 			budgets["defaults"] = prev.defaults
 		}
 	}
-	defaults := compilePolicy(cfg.Defaults, Destination{}, "defaults", budgets)
+	defaults := compilePolicy(cfg.Defaults, Destination{}, "defaults", budgets, nil)
 	ds := &destSet{exact: map[string][]portRule{}, wildcard: map[string]int{}}
-	if defaults.patch.set != 0 || defaults.patch.delay != nil || defaults.patch.shouldRetry != nil {
+	if len(defaults.patches) > 0 {
 		ds.defaults = defaults
 	}
 	for i, d := range cfg.Destinations {
-		p := compilePolicy(d, cfg.Defaults, budgetKey(d), budgets)
-		if d.Budget == nil && !d.NoBudget && cfg.Defaults.Budget != nil {
-			p.patch.budget = defaults.patch.budget // one budget for all who inherit it
-		}
+		// Those who inherit the defaults' budget share it.
+		p := compilePolicy(d, cfg.Defaults, budgetKey(d), budgets, defaults.budget)
 		ds.policies = append(ds.policies, p)
 		if d.Match != nil {
 			ds.matchers = append(ds.matchers, matchRule{i, d.Match})
@@ -282,46 +285,46 @@ func compile(cfg DestinationConfig, prev *destSet) *destSet {
 	return ds
 }
 
-// compilePolicy compiles d, with the fields it leaves unset taken from def.
-func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy) *destPolicy {
+// compilePolicy compiles d, with the fields it leaves unset taken from def,
+// whose own budget, if it has one, is defBudget.
+func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy, defBudget *RetryBudget) *destPolicy {
 	p := &destPolicy{key: key}
-	o := &p.patch
+	add := func(f patch) { p.patches = append(p.patches, f) }
 	if r := firstSet(d.MaxRetries, def.MaxRetries); r != nil {
-		o.set |= setMaxRetries
-		o.maxRetries = *r
+		add(withMaxRetries(*r))
 	}
 	if b := firstSet(d.Backoff, def.Backoff); b != nil {
-		o.delay = CustomizedDelayFn(*b)
+		add(withDelay(CustomizedDelayFn(*b)))
 	}
 	codes := d.RetryableStatusCodes
 	if codes == nil {
 		codes = def.RetryableStatusCodes
 	}
 	if codes != nil {
-		o.shouldRetry = CustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes})
+		add(withShouldRetry(CustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes}), true))
 	}
 	if a := firstSet(d.AttemptTimeout, def.AttemptTimeout); a != nil {
-		o.set |= setAttemptTimeout
-		o.attemptTimeout = *a
+		add(withAttemptTimeout(*a))
 	}
 	if h := firstSet(d.Hedging, def.Hedging); h != nil {
-		o.set |= setHedging
-		o.hedgeDelay, o.maxHedges = h.Delay, h.MaxHedges
+		add(withHedging(h.Delay, h.MaxHedges))
 	}
 	switch {
 	case d.NoBudget:
-		o.set |= setBudget
+		add(withBudget(nil))
 	case d.Budget != nil:
-		o.set |= setBudget
 		opts := *d.Budget // a copy: the caller may change theirs
 		p.budgetOpts = &opts
 		if old, ok := prev[key]; ok && key != "" && old.budgetOpts != nil && *old.budgetOpts == *d.Budget {
-			o.budget = old.patch.budget
+			p.budget = old.budget
 		} else {
-			o.budget = NewRetryBudget(*d.Budget)
+			p.budget = NewRetryBudget(*d.Budget)
 		}
-	case def.NoBudget || def.Budget != nil:
-		o.set |= setBudget // the defaults' budget, set by compile
+		add(withBudget(p.budget))
+	case def.NoBudget:
+		add(withBudget(nil))
+	case def.Budget != nil:
+		add(withBudget(defBudget))
 	}
 	return p
 }

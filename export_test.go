@@ -57,7 +57,8 @@ func Settings(t *Transport, ctx context.Context) ResolvedSettings {
 
 // SettingsFor resolves the settings of t for req.
 func SettingsFor(t *Transport, req *http.Request) ResolvedSettings {
-	s := t.settings(req)
+	var own settings
+	s := t.settings(req, &own)
 	return ResolvedSettings{
 		HedgeDelay:           s.hedgeDelay,
 		MaxHedges:            s.maxHedges,

@@ -21,7 +21,7 @@ import (
 // github.com/hashicorp/go-retryablehttp, whose call sites expect an error
 // when retries give up.
 func WithErrorOnGiveUp(enabled bool) Option {
-	return func(t *Transport) { t.errorOnGiveUp = enabled }
+	return option(func(s *settings) { s.errorOnGiveUp = enabled })
 }
 
 // GiveUpError is the error RoundTrip returns, with WithErrorOnGiveUp(true),

@@ -40,17 +40,18 @@ import (
 // as a parked retry does. As in the retry loop, an attempt that replaces
 // one that lost its connection gets its token back if it succeeds.
 func WithHedging(delay time.Duration, maxHedges int) Option {
-	return func(t *Transport) { t.hedgeDelay, t.maxHedges = delay, maxHedges }
+	return option(withHedging(delay, maxHedges))
 }
 
 // SetHedging returns a context that makes requests sent with it hedge as
 // WithHedging(delay, maxHedges) says, whatever the transport's setting; a
 // delay or a maxHedges of zero or less turns hedging off for them.
 func SetHedging(ctx context.Context, delay time.Duration, maxHedges int) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.hedgeDelay, o.maxHedges = delay, maxHedges
-		o.set |= setHedging
-	})
+	return withOverride(ctx, "hedging", withHedging(delay, maxHedges))
+}
+
+func withHedging(delay time.Duration, maxHedges int) patch {
+	return func(s *settings) { s.hedgeDelay, s.maxHedges = delay, maxHedges }
 }
 
 // hedges reports whether a request of idempotency idem and body body is

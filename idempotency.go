@@ -37,17 +37,18 @@ const DefaultIdempotencyKeyHeader = "Idempotency-Key"
 // same header: names are case-insensitive. Read the key of a request as sent
 // with IdempotencyKey, not Header.Get.
 func WithIdempotencyKeys(enabled bool) Option {
-	return func(t *Transport) { t.noIdempotencyKeys = !enabled }
+	return option(withIdempotencyKeys(enabled))
 }
 
 // SetIdempotencyKeys returns a context that turns the injection of
 // idempotency keys on or off for requests sent with it, whatever the
 // transport's setting.
 func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.idempotencyKeys = enabled
-		o.set |= setIdempotencyKeys
-	})
+	return withOverride(ctx, "idempotencyKeys", withIdempotencyKeys(enabled))
+}
+
+func withIdempotencyKeys(enabled bool) patch {
+	return func(s *settings) { s.idempotencyKeys = enabled }
 }
 
 // WithIdempotencyKeyHeader sets the name of the header that carries injected
@@ -57,7 +58,10 @@ func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
 // transport's error. Whatever the name, a request that already carries
 // Idempotency-Key or X-Idempotency-Key (even empty) gets no other key.
 func WithIdempotencyKeyHeader(name string) Option {
-	return func(t *Transport) { t.idempotencyKeyHeader = name }
+	if name == "" {
+		name = DefaultIdempotencyKeyHeader
+	}
+	return option(func(s *settings) { s.idempotencyKeyHeader = name })
 }
 
 // WithIdempotencyKeysHonored tells the transport whether the servers it calls
@@ -68,17 +72,18 @@ func WithIdempotencyKeyHeader(name string) Option {
 // sent, but retries of non-idempotent requests stay limited to failures that
 // prove the request was not processed.
 func WithIdempotencyKeysHonored(honored bool) Option {
-	return func(t *Transport) { t.idempotencyKeysHonored = honored }
+	return option(withIdempotencyKeysHonored(honored))
 }
 
 // SetIdempotencyKeysHonored returns a context that makes requests sent with
 // it behave as WithIdempotencyKeysHonored(honored) says, whatever the
 // transport's setting.
 func SetIdempotencyKeysHonored(ctx context.Context, honored bool) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.idempotencyKeysHonored = honored
-		o.set |= setIdempotencyKeysHonored
-	})
+	return withOverride(ctx, "idempotencyKeysHonored", withIdempotencyKeysHonored(honored))
+}
+
+func withIdempotencyKeysHonored(honored bool) patch {
+	return func(s *settings) { s.idempotencyKeysHonored = honored }
 }
 
 // idempotency is what the transport knows of one request's idempotency,
@@ -93,6 +98,12 @@ type idempotency struct {
 // keyed returns the request to send for req, with a key if it needs one
 // (withIdempotencyKey), and that request's idempotency.
 func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) {
+	// The usual case first: with a policy of this package that guesses by
+	// the default methods (settings.ownPolicy), an idempotent method needs
+	// no key and is guessed idempotent whatever its headers.
+	if s.ownPolicy && defaultRetryPolicy.idempotentMethod(req.Method) {
+		return req, idempotency{guessed: true}, nil
+	}
 	req, injected, err := s.withIdempotencyKey(req)
 	if err != nil {
 		return req, idempotency{}, err

@@ -16,7 +16,7 @@ func (t *Transport) newAttempt(s *settings, idem idempotency, n int, req *http.R
 		Count: n, Req: req, Res: res, Err: err,
 		IdempotencyKeyInjected: idem.injected,
 		IdempotencyKeyHonored:  s.idempotencyKeysHonored,
-		RetrySignalIgnored:     t.noRetrySignal,
+		RetrySignalIgnored:     !s.retrySignal,
 	}
 }
 
@@ -31,8 +31,10 @@ func (t *Transport) newAttempt(s *settings, idem idempotency, n int, req *http.R
 // It decides neither the wait nor the budget: those belong to the path that
 // sends the next attempt.
 func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
-	// 1. An upgraded connection: nothing to retry.
-	if a.Res != nil && a.Res.StatusCode == http.StatusSwitchingProtocols {
+	// 1. An upgraded connection: nothing to retry. Nor is any other
+	// answer (failure.go) for this package's policies: they need not be
+	// asked.
+	if a.Res != nil && (a.Res.StatusCode == http.StatusSwitchingProtocols || s.ownPolicy && answeredAttempt(a)) {
 		return StopSuccess
 	}
 	// 2. The request cannot be sent again (no retries configured, or a

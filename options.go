@@ -3,6 +3,8 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,29 +38,81 @@ func WithTransport(transport http.RoundTripper) Option {
 // WithMaxRetries sets how many times a request may be retried after its first
 // attempt; 0 disables retries. The default is DefaultMaxRetries. A negative
 // value is treated as 0.
-func WithMaxRetries(maxRetries int) Option {
-	return func(t *Transport) {
-		t.maxRetries = max(maxRetries, 0)
-		t.maxRetriesSet = true
-	}
+func WithMaxRetries(maxRetries int) Option { return option(withMaxRetries(maxRetries)) }
+
+// SetMaxRetries returns a context that makes requests sent with it use
+// maxRetries instead of the transport's setting. A negative value is treated
+// as 0.
+func SetMaxRetries(ctx context.Context, maxRetries int) context.Context {
+	return withOverride(ctx, "maxRetries", withMaxRetries(maxRetries))
+}
+
+func withMaxRetries(n int) patch {
+	n = max(n, 0)
+	return func(s *settings) { s.maxRetries = n }
 }
 
 // WithShouldRetryFn sets the function that decides whether an attempt is
 // retried. The default, used also for nil, is DefaultShouldRetryFn.
-func WithShouldRetryFn(fn ShouldRetryFn) Option {
-	return func(t *Transport) { t.shouldRetryFn = fn }
+func WithShouldRetryFn(fn ShouldRetryFn) Option { return option(withShouldRetry(fn, false)) }
+
+// SetShouldRetryFn returns a context that makes requests sent with it use fn
+// instead of the transport's ShouldRetryFn. A nil fn removes an earlier
+// override.
+func SetShouldRetryFn(ctx context.Context, fn ShouldRetryFn) context.Context {
+	if fn == nil {
+		return withOverride(ctx, "shouldRetry", nil)
+	}
+	return withOverride(ctx, "shouldRetry", withShouldRetry(fn, false))
+}
+
+// withShouldRetry sets the policy fn, DefaultShouldRetryFn for nil. ours
+// says that fn is one of this package's policies with the default list of
+// idempotent methods: it never retries a response below 400, so that judge
+// (judge.go) need not ask it about one, and guesses a request of an
+// idempotent method idempotent, so that keyed (idempotency.go) need not
+// look further.
+func withShouldRetry(fn ShouldRetryFn, ours bool) patch {
+	if fn == nil {
+		fn, ours = DefaultShouldRetryFn, true
+	}
+	return func(s *settings) { s.shouldRetry, s.ownPolicy = fn, ours }
 }
 
 // WithDelayFn sets the function that chooses the wait before each retry. The
 // default, used also for nil, is DefaultDelayFn.
-func WithDelayFn(fn DelayFn) Option {
-	return func(t *Transport) { t.delayFn = fn }
+func WithDelayFn(fn DelayFn) Option { return option(withDelay(fn)) }
+
+// SetDelayFn returns a context that makes requests sent with it use fn
+// instead of the transport's DelayFn. A nil fn removes an earlier override.
+func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
+	if fn == nil {
+		return withOverride(ctx, "delay", nil)
+	}
+	return withOverride(ctx, "delay", withDelay(fn))
+}
+
+func withDelay(fn DelayFn) patch {
+	if fn == nil {
+		fn = DefaultDelayFn
+	}
+	return func(s *settings) { s.delay = fn }
 }
 
 // WithPreventRetryWithBody, when true, disables retries for every request
 // that has a body. The default is false.
 func WithPreventRetryWithBody(preventRetryWithBody bool) Option {
-	return func(t *Transport) { t.preventRetryWithBody = preventRetryWithBody }
+	return option(withPreventRetryWithBody(preventRetryWithBody))
+}
+
+// SetPreventRetryWithBody returns a context that makes requests sent with it
+// use preventRetryWithBody instead of the transport's setting.
+func SetPreventRetryWithBody(ctx context.Context, preventRetryWithBody bool) context.Context {
+	return withOverride(ctx, "preventRetryWithBody", withPreventRetryWithBody(preventRetryWithBody))
+}
+
+func withPreventRetryWithBody(prevent bool) patch {
+	return func(s *settings) { s.preventRetryWithBody = prevent }
 }
 
 // WithAttemptTimeout bounds each attempt, from sending the request to
@@ -67,8 +121,18 @@ func WithPreventRetryWithBody(preventRetryWithBody bool) Option {
 // ErrAttemptTimeout and is retried like any timeout (for requests guessed
 // idempotent, by default). Zero or negative, the default, means no
 // per-attempt timeout.
-func WithAttemptTimeout(timeout time.Duration) Option {
-	return func(t *Transport) { t.attemptTimeout = max(timeout, 0) }
+func WithAttemptTimeout(timeout time.Duration) Option { return option(withAttemptTimeout(timeout)) }
+
+// SetAttemptTimeout returns a context that makes requests sent with it use
+// timeout per attempt instead of the transport's setting; zero or negative
+// means no per-attempt timeout.
+func SetAttemptTimeout(ctx context.Context, timeout time.Duration) context.Context {
+	return withOverride(ctx, "attemptTimeout", withAttemptTimeout(timeout))
+}
+
+func withAttemptTimeout(timeout time.Duration) patch {
+	timeout = max(timeout, 0)
+	return func(s *settings) { s.attemptTimeout = timeout }
 }
 
 // WithMaxDelay sets the longest wait accepted before a retry. When the delay
@@ -76,7 +140,10 @@ func WithAttemptTimeout(timeout time.Duration) Option {
 // does not wait: it returns the last response, or error, at once. Zero or
 // negative means the default, 60s.
 func WithMaxDelay(maxDelay time.Duration) Option {
-	return func(t *Transport) { t.maxDelay = maxDelay }
+	if maxDelay <= 0 {
+		maxDelay = defaultMaxDelay
+	}
+	return option(func(s *settings) { s.maxDelay = maxDelay })
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body without GetBody
@@ -87,199 +154,178 @@ func WithMaxDelay(maxDelay time.Duration) Option {
 // *bytes.Buffer, *bytes.Reader or *strings.Reader) are never buffered: each
 // retry gets a fresh copy from GetBody.
 func WithBodyBufferLimit(limit int64) Option {
-	return func(t *Transport) {
-		t.bodyBufferLimit = max(limit, 0)
-		t.bodyBufferLimitSet = true
-	}
+	limit = max(limit, 0)
+	return option(func(s *settings) { s.bodyBufferLimit = limit })
 }
 
-// settings are what one RoundTrip runs with: the transport's options, with the
-// request context's overrides applied and defaults filled in.
+// Configuration has one shape: settings, the values one request runs with,
+// and patches to them. The transport's options (With…) are patches, kept in
+// order and applied once per Transport, on first use, to the defaults
+// (base); a destination's policy (destination.go) is a list of patches; a
+// context's overrides (Set…) are patches under the name of their setting.
+// A request runs with the transport's settings as they are, unless a
+// destination policy matches it or its context carries overrides: then with
+// a copy of them, patched by the policy and then by the overrides.
+//
+// An option is added in one place, the file of its concept: a field of
+// settings (and its default in defaultSettings when that is not its zero
+// value), a function that makes its patch (which clamps or replaces invalid
+// values), WithX (option(patch)), and, if a context may set it, SetX
+// (withOverride(ctx, "x", patch)); a destination field compiles to the same
+// patch in compilePolicy.
+
+// settings are what one request runs with.
 type settings struct {
 	maxRetries           int
 	shouldRetry          ShouldRetryFn
+	ownPolicy            bool // shouldRetry is this package's, with the default methods: a response below 400 is final
 	delay                DelayFn
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
 	maxDelay             time.Duration
 	bodyBufferLimit      int64
+	errorOnGiveUp        bool // giveup.go
 
-	idempotencyKeys        bool
+	idempotencyKeys        bool // idempotency.go
 	idempotencyKeyHeader   string
 	idempotencyKeysHonored bool
+	retrySignal            bool // crosshop.go
 	attemptHeader          bool
 
-	hedgeDelay time.Duration // hedging is on when both are positive
+	hedgeDelay time.Duration // hedge.go; hedging is on when both are positive
 	maxHedges  int
-	budget     *RetryBudget // nil: no budget
+	budget     *RetryBudget // budget.go; nil: no budget
 }
 
-// settings resolves what req runs with. Each setting comes from the first
-// of: req's context override (Set…), the destination policy that matches
-// req (WithDestinations), the transport's option, the default.
-func (t *Transport) settings(req *http.Request) settings {
-	ctx := req.Context()
-	s := settings{
-		maxRetries:           DefaultMaxRetries,
-		shouldRetry:          t.shouldRetryFn,
-		delay:                t.delayFn,
-		preventRetryWithBody: t.preventRetryWithBody,
-		attemptTimeout:       t.attemptTimeout,
-		maxDelay:             t.maxDelay,
-		bodyBufferLimit:      defaultBodyBufferLimit,
+// defaultSettings are the settings of a Transport without options.
+func defaultSettings() settings {
+	return settings{
+		maxRetries:      DefaultMaxRetries,
+		shouldRetry:     DefaultShouldRetryFn,
+		ownPolicy:       true,
+		delay:           DefaultDelayFn,
+		maxDelay:        defaultMaxDelay,
+		bodyBufferLimit: defaultBodyBufferLimit,
 
-		idempotencyKeys:        !t.noIdempotencyKeys,
-		idempotencyKeyHeader:   t.idempotencyKeyHeader,
-		idempotencyKeysHonored: t.idempotencyKeysHonored,
-		attemptHeader:          !t.noAttemptHeader,
+		idempotencyKeys:      true,
+		idempotencyKeyHeader: DefaultIdempotencyKeyHeader,
+		retrySignal:          true,
+		attemptHeader:        true,
 
-		hedgeDelay: t.hedgeDelay,
-		maxHedges:  t.maxHedges,
-		budget:     t.retryBudget(),
+		budget: defaultBudget(),
 	}
-	if t.maxRetriesSet {
-		s.maxRetries = t.maxRetries
+}
+
+// A patch changes some of the settings. It is never modified once made,
+// and may be applied to the settings of any number of requests at once.
+type patch func(*settings)
+
+// option returns the Option that adds p to the transport's patches.
+func option(p patch) Option {
+	return func(t *Transport) {
+		t.patches = append(t.patches, p)
+		t.resolved.Store(nil) // resolved again on next use
 	}
-	if t.bodyBufferLimitSet {
-		s.bodyBufferLimit = t.bodyBufferLimit
+}
+
+// base returns the transport's own settings: the defaults patched by its
+// options, resolved on first use. They must not be modified.
+func (t *Transport) base() *settings {
+	if s := t.resolved.Load(); s != nil {
+		return s
 	}
+	s := defaultSettings()
+	for _, p := range t.patches {
+		p(&s)
+	}
+	t.resolved.Store(&s) // two first uses at once store equal settings
+	return &s
+}
+
+// settings returns what req runs with: the transport's settings, or, when
+// a destination policy matches req (WithDestinations) or its context
+// carries overrides (Set…), own, made a copy of them patched by the policy
+// and then by the overrides. A request that neither concerns costs no copy
+// and, in a process that never made an override, no context lookup. The
+// settings returned must not be modified.
+func (t *Transport) settings(req *http.Request, own *settings) *settings {
+	s := t.base()
+	var p *destPolicy
 	if t.destinations != nil {
-		if p := t.destinations.lookup(req); p != nil {
-			p.apply(&s)
-		}
+		p = t.destinations.lookup(req)
 	}
-	if o, ok := ctx.Value(overridesKey{}).(*overrides); ok {
-		o.apply(&s)
+	o := contextOverrides(req.Context())
+	if p == nil && o == nil {
+		return s
 	}
-	if s.shouldRetry == nil {
-		s.shouldRetry = DefaultShouldRetryFn
+	c := patching.Get().(*settings)
+	*c = *s
+	if p != nil {
+		p.apply(c)
 	}
-	if s.delay == nil {
-		s.delay = DefaultDelayFn
+	if o != nil {
+		o.apply(c)
 	}
-	if s.maxDelay <= 0 {
-		s.maxDelay = defaultMaxDelay
-	}
-	if s.idempotencyKeyHeader == "" {
-		s.idempotencyKeyHeader = DefaultIdempotencyKeyHeader
-	}
-	return s
+	*own = *c
+	*c = settings{}
+	patching.Put(c)
+	return own
 }
+
+// patching holds the copies of the settings that patches are applied to. A
+// patch is a function, so what it is given escapes: a copy made per request
+// would be allocated.
+var patching = sync.Pool{New: func() any { return new(settings) }}
 
 // overridesKey is the context key of the per-request overrides.
 type overridesKey struct{}
 
-// overrides are a patch to a request's settings: those carried by a
-// context, and those of a destination's policy (destination.go). All of a
-// context's live in one value, so a request costs one context lookup however
-// many are set. A stored *overrides is never modified.
-type overrides struct {
-	set                  overrideSet
-	maxRetries           int
-	shouldRetry          ShouldRetryFn
-	delay                DelayFn
-	preventRetryWithBody bool
-	attemptTimeout       time.Duration
+// overrides are the patches a context carries, each under the name of the
+// setting it changes, so that a later Set… of one setting replaces an
+// earlier one and a nil function removes it. All of a context's live in one
+// value, so a request costs one context lookup however many are set. A
+// stored *overrides is never modified.
+type overrides []namedPatch
 
-	idempotencyKeys        bool
-	idempotencyKeysHonored bool
-
-	hedgeDelay time.Duration
-	maxHedges  int
-	budget     *RetryBudget // with setBudget: nil means off
+type namedPatch struct {
+	name string
+	p    patch
 }
 
-type overrideSet uint8
+// overridesMade records that some context was given overrides: until then,
+// requests skip the context lookup.
+var overridesMade atomic.Bool
 
-const (
-	setMaxRetries overrideSet = 1 << iota
-	setPreventRetryWithBody
-	setAttemptTimeout
-	setIdempotencyKeys
-	setIdempotencyKeysHonored
-	setHedging
-	setBudget // only a destination's policy sets it
-)
+// contextOverrides returns the overrides ctx carries, nil if none.
+func contextOverrides(ctx context.Context) *overrides {
+	if !overridesMade.Load() {
+		return nil
+	}
+	o, _ := ctx.Value(overridesKey{}).(*overrides)
+	return o
+}
 
 func (o *overrides) apply(s *settings) {
-	if o.set&setMaxRetries != 0 {
-		s.maxRetries = o.maxRetries
-	}
-	if o.shouldRetry != nil {
-		s.shouldRetry = o.shouldRetry
-	}
-	if o.delay != nil {
-		s.delay = o.delay
-	}
-	if o.set&setPreventRetryWithBody != 0 {
-		s.preventRetryWithBody = o.preventRetryWithBody
-	}
-	if o.set&setAttemptTimeout != 0 {
-		s.attemptTimeout = o.attemptTimeout
-	}
-	if o.set&setIdempotencyKeys != 0 {
-		s.idempotencyKeys = o.idempotencyKeys
-	}
-	if o.set&setIdempotencyKeysHonored != 0 {
-		s.idempotencyKeysHonored = o.idempotencyKeysHonored
-	}
-	if o.set&setHedging != 0 {
-		s.hedgeDelay, s.maxHedges = o.hedgeDelay, o.maxHedges
-	}
-	if o.set&setBudget != 0 {
-		s.budget = o.budget
+	for _, np := range *o {
+		np.p(s)
 	}
 }
 
-// withOverride returns a context carrying a copy of ctx's overrides changed
-// by f.
-func withOverride(ctx context.Context, f func(*overrides)) context.Context {
+// withOverride returns a context carrying ctx's overrides with the setting
+// name patched by p, or, for a nil p, no longer patched.
+func withOverride(ctx context.Context, name string, p patch) context.Context {
+	overridesMade.Store(true)
 	var o overrides
-	if prev, ok := ctx.Value(overridesKey{}).(*overrides); ok {
-		o = *prev
+	if prev, _ := ctx.Value(overridesKey{}).(*overrides); prev != nil {
+		o = make(overrides, 0, len(*prev)+1)
+		for _, np := range *prev {
+			if np.name != name {
+				o = append(o, np)
+			}
+		}
 	}
-	f(&o)
+	if p != nil {
+		o = append(o, namedPatch{name, p})
+	}
 	return context.WithValue(ctx, overridesKey{}, &o)
-}
-
-// SetMaxRetries returns a context that makes requests sent with it use
-// maxRetries instead of the transport's setting. A negative value is treated
-// as 0.
-func SetMaxRetries(ctx context.Context, maxRetries int) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.maxRetries = max(maxRetries, 0)
-		o.set |= setMaxRetries
-	})
-}
-
-// SetShouldRetryFn returns a context that makes requests sent with it use fn
-// instead of the transport's ShouldRetryFn. A nil fn removes an earlier
-// override.
-func SetShouldRetryFn(ctx context.Context, fn ShouldRetryFn) context.Context {
-	return withOverride(ctx, func(o *overrides) { o.shouldRetry = fn })
-}
-
-// SetDelayFn returns a context that makes requests sent with it use fn
-// instead of the transport's DelayFn. A nil fn removes an earlier override.
-func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
-	return withOverride(ctx, func(o *overrides) { o.delay = fn })
-}
-
-// SetPreventRetryWithBody returns a context that makes requests sent with it
-// use preventRetryWithBody instead of the transport's setting.
-func SetPreventRetryWithBody(ctx context.Context, preventRetryWithBody bool) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.preventRetryWithBody = preventRetryWithBody
-		o.set |= setPreventRetryWithBody
-	})
-}
-
-// SetAttemptTimeout returns a context that makes requests sent with it use
-// timeout per attempt instead of the transport's setting; zero or negative
-// means no per-attempt timeout.
-func SetAttemptTimeout(ctx context.Context, timeout time.Duration) context.Context {
-	return withOverride(ctx, func(o *overrides) {
-		o.attemptTimeout = max(timeout, 0)
-		o.set |= setAttemptTimeout
-	})
 }

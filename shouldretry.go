@@ -114,6 +114,11 @@ type retryPolicy struct {
 }
 
 func (p retryPolicy) shouldRetry(a Attempt) bool {
+	// 1xx, 2xx and 3xx are answers, whatever their headers say: the usual
+	// case, decided first.
+	if answeredAttempt(a) {
+		return false
+	}
 	// The transport asks for the policy's idempotency guess (idempotency.go).
 	if a.Err == errGuessProbe {
 		return p.idempotent(a)
@@ -167,22 +172,27 @@ func (p retryPolicy) shouldRetryRes(a Attempt) bool {
 	return false
 }
 
+// answeredAttempt reports whether a brought an answer (failure.go), which no
+// policy of this package retries, whatever its headers say.
+func answeredAttempt(a Attempt) bool {
+	return a.Err == nil && a.Res != nil && answered(a.Res.StatusCode)
+}
+
 // idempotent reports whether sending the attempt's request twice is guessed
-// harmless: its method is idempotent, or it carries an idempotency key that
-// the caller set, or one the transport injected for a server known to honour
-// keys.
+// harmless: its method is idempotent (checked first: no header lookups for
+// a GET), or it carries an idempotency key that the caller set, or one the
+// transport injected for a server known to honour keys.
 func (p retryPolicy) idempotent(a Attempt) bool {
 	if a.Req == nil {
 		return false
 	}
-	if a.IdempotencyKeyInjected {
-		if a.IdempotencyKeyHonored {
-			return true
-		}
-	} else if hasIdempotencyKey(a.Req.Header) {
+	if p.idempotentMethod(a.Req.Method) {
 		return true
 	}
-	return p.idempotentMethod(a.Req.Method)
+	if a.IdempotencyKeyInjected {
+		return a.IdempotencyKeyHonored
+	}
+	return hasIdempotencyKey(a.Req.Header)
 }
 
 // idempotentMethod reports whether method is in the policy's list.
@@ -213,6 +223,9 @@ func hasIdempotencyKey(h http.Header) bool {
 // canonical form, also when the caller set it in the map under another case
 // (h["idempotency-key"] = ...), which Header.Get does not see.
 func lookupHeader(h http.Header, canonical string) ([]string, bool) {
+	if len(h) == 0 {
+		return nil, false
+	}
 	if v, ok := h[canonical]; ok {
 		return v, true
 	}

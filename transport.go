@@ -3,11 +3,24 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
 // Attempt describes one attempt at sending a request, as seen by a
 // ShouldRetryFn or a DelayFn after the attempt.
+//
+// Its first four fields are those of github.com/justinrixx/retryhttp's
+// Attempt. The three booleans after them are kept on purpose, as part of the
+// API: they are what a policy needs to know of the request that the request
+// itself does not show (whether its key was injected, and the transport's
+// settings for keys and for the cross-hop signal), so that a ShouldRetryFn,
+// DefaultShouldRetryFn and any policy wrapping it included, stays a pure
+// function of its Attempt, which a test can build as a literal. Their zero
+// values read an Attempt as one built without them would be: a key on the
+// request is the caller's, injected keys are not known to be honoured, and
+// the signal is honoured. A policy that passes the Attempt on unchanged
+// passes them on.
 type Attempt struct {
 	// Count is the number of attempts made so far, this one included: 1
 	// after the first attempt.
@@ -54,36 +67,17 @@ type Attempt struct {
 // A Transport is safe for concurrent use by multiple goroutines. It must not
 // be copied after first use.
 type Transport struct {
-	transport            http.RoundTripper
-	shouldRetryFn        ShouldRetryFn
-	delayFn              DelayFn
-	maxRetries           int
-	maxRetriesSet        bool
-	preventRetryWithBody bool
-	attemptTimeout       time.Duration
-	maxDelay             time.Duration
-	bodyBufferLimit      int64
-	bodyBufferLimitSet   bool
+	// The settings each request starts from (options.go): the options'
+	// patches, in order, and the settings they resolve to, on first use.
+	patches  []patch
+	resolved atomic.Pointer[settings]
 
-	noIdempotencyKeys      bool // the zero value injects keys
-	noRetrySignal          bool // the zero value honours and reports it
-	noAttemptHeader        bool // the zero value numbers retries
-	idempotencyKeyHeader   string
-	idempotencyKeysHonored bool
-
-	hedgeDelay time.Duration
-	maxHedges  int
-	budget     *RetryBudget // WithRetryBudget; nil with budgetSet: off
-	budgetSet  bool         // else the process's default budget
-
-	breakers *breakers // WithCircuitBreaker; nil: none
-
-	destinations *Destinations // WithDestinations; nil: none
-
-	obs *observer // hooks and logger (hooks.go, log.go); nil: none
-
-	prepareRetry  func(*http.Request) error // WithPrepareRetry; nil: none
-	errorOnGiveUp bool                      // WithErrorOnGiveUp
+	// The parts options plug in.
+	transport    http.RoundTripper         // WithTransport; nil: the shared one (base.go)
+	breakers     *breakers                 // WithCircuitBreaker; nil: none
+	destinations *Destinations             // WithDestinations; nil: none
+	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
+	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
 
 	// WithClock's: nil means the clock below. Seams for tests.
 	now   func() time.Time
@@ -135,20 +129,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var refused error
 		if admitted, refused = t.breakers.allow(req); refused != nil {
 			closeBody(req)
-			t.pushback(req, ending{StopCircuitOpen, 0}, nil)
+			// The cross-hop signal has no per-request override: the
+			// transport's own settings say whether to report.
+			t.base().pushback(req, ending{StopCircuitOpen, 0}, nil)
 			if t.obs != nil { // the settings, resolved for the report only
-				t.obs.reportStop(req, ending{StopCircuitOpen, 0}, nil, refused, t.settings(req).maxRetries)
+				var own settings
+				t.obs.reportStop(req, ending{StopCircuitOpen, 0}, nil, refused, t.settings(req, &own).maxRetries)
 			}
 			return nil, refused
 		}
 	}
-	s := t.settings(req) // once: one destination policy throughout
+	var own settings           // what req runs with, if not the transport's settings
+	s := t.settings(req, &own) // once: one destination policy throughout
 	res, e, err := t.roundTrip(req, s)
-	t.pushback(req, e, res)
+	// A success with nothing to tell a breaker or the hooks: Pushback and
+	// WithErrorOnGiveUp have nothing to do with it either.
+	if e.why == StopSuccess && t.breakers == nil && t.obs == nil {
+		return res, err
+	}
+	s.pushback(req, e, res)
 	if t.breakers != nil {
 		t.breakers.done(admitted, req, res, err)
 	}
-	if t.errorOnGiveUp {
+	if s.errorOnGiveUp {
 		res, err = giveUp(e, res, err) // giveup.go
 	}
 	t.obs.reportStop(req, e, res, err, s.maxRetries)
@@ -156,7 +159,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, ending, error) {
+func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
 	req, idem, err := s.keyed(req) // idempotency.go: once per request
@@ -164,12 +167,12 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	body, err := newReplay(req, &s)
+	body, err := newReplay(req, s)
 	if err != nil {
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(idem, &body) {
-		return t.roundTripHedged(ctx, caller, s, body, idem)
+		return t.roundTripHedged(ctx, caller, *s, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
@@ -197,7 +200,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
 		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout, refund: refundable}, &l)
-		a := t.newAttempt(&s, idem, count, sent, res, err)
+		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
@@ -225,7 +228,7 @@ func (t *Transport) roundTrip(req *http.Request, s settings) (*http.Response, en
 		// or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
-		if l, why, err = t.awaitRetry(ctx, &s, a, d, &waited); why == StopCanceled {
+		if l, why, err = t.awaitRetry(ctx, s, a, d, &waited); why == StopCanceled {
 			return nil, ending{why, count}, err
 		} else if why != 0 {
 			return res, ending{why, count}, err

@@ -1,0 +1,278 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The fast paths of a request answered below 400 at once (issue 13), each
+// shown to be taken and to change no outcome.
+
+// countingCtx counts the lookups of the overrides' key.
+type countingCtx struct {
+	context.Context
+	lookups *atomic.Int32
+}
+
+func (c countingCtx) Value(key any) any {
+	if _, ok := key.(overridesKey); ok {
+		c.lookups.Add(1)
+	}
+	return c.Context.Value(key)
+}
+
+// okServer answers every request 200 and counts them.
+func okServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func getOK(t *testing.T, tr *Transport, ctx context.Context, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+// TestSettingsResolvedOncePerTransport checks that a request without
+// overrides or a destination policy runs with the transport's own settings,
+// resolved once, and that an option applied later is seen.
+func TestSettingsResolvedOncePerTransport(t *testing.T) {
+	tr := New(WithMaxRetries(2))
+	req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+	var own settings
+	s := tr.settings(req, &own)
+	assert.Same(t, tr.resolved.Load(), s, "the transport's own settings, not a copy")
+	assert.Same(t, s, tr.settings(req, &own), "resolved once")
+	assert.Equal(t, 2, s.maxRetries)
+
+	WithMaxRetries(5)(tr)
+	assert.Equal(t, 5, tr.settings(req, &own).maxRetries, "an option applied later is seen")
+
+	ctx := SetMaxRetries(context.Background(), 1)
+	s = tr.settings(req.WithContext(ctx), &own)
+	assert.Same(t, &own, s, "overrides patch a copy")
+	assert.Equal(t, 1, s.maxRetries)
+	assert.Equal(t, 5, tr.base().maxRetries, "the transport's own are not patched")
+}
+
+// TestContextLookupOnlyOnceOverridesExist checks that requests skip the
+// context lookup of overrides until some context was given one, and that
+// the first override made is honoured. It changes a process-wide flag, so
+// it must not run in parallel with other tests.
+func TestContextLookupOnlyOnceOverridesExist(t *testing.T) {
+	was := overridesMade.Load()
+	t.Cleanup(func() { overridesMade.Store(was) })
+	overridesMade.Store(false)
+
+	srv, served := okServer(t)
+	tr := New(WithTransport(srv.Client().Transport))
+	var lookups atomic.Int32
+	getOK(t, tr, countingCtx{context.Background(), &lookups}, srv.URL)
+	assert.Zero(t, lookups.Load(), "no override was ever made: no lookup")
+
+	ctx := SetMaxRetries(context.Background(), 0) // the first override
+	assert.True(t, overridesMade.Load())
+	getOK(t, tr, countingCtx{ctx, &lookups}, srv.URL)
+	assert.Equal(t, int32(1), lookups.Load(), "one lookup per request once overrides exist")
+	var own settings
+	req := httptest.NewRequest(http.MethodGet, srv.URL, nil).WithContext(ctx)
+	assert.Equal(t, 0, tr.settings(req, &own).maxRetries, "the override is honoured")
+	assert.Equal(t, int32(2), served.Load())
+}
+
+// TestJudgeSkipsOwnPolicyOnAnswers checks that judge does not call a policy
+// of this package about a response below 400, and calls any other policy,
+// and any policy about a response of 400 or more.
+func TestJudgeSkipsOwnPolicyOnAnswers(t *testing.T) {
+	var calls int
+	counting := func(Attempt) bool { calls++; return false }
+	req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+	for _, tt := range []struct {
+		give      int
+		ownPolicy bool
+		wantCalls int
+	}{
+		{200, true, 0}, {204, true, 0}, {304, true, 0}, {399, true, 0},
+		{200, false, 1}, {304, false, 1},
+		{400, true, 1}, {503, true, 1},
+	} {
+		t.Run(strconv.Itoa(tt.give)+"/"+strconv.FormatBool(tt.ownPolicy), func(t *testing.T) {
+			calls = 0
+			s := defaultSettings()
+			s.shouldRetry, s.ownPolicy = counting, tt.ownPolicy
+			res := &http.Response{StatusCode: tt.give, Header: http.Header{}}
+			s.judge(Attempt{Count: 1, Req: req, Res: res}, true, 1)
+			assert.Equal(t, tt.wantCalls, calls)
+		})
+	}
+}
+
+// TestJudgeFastPathSameOutcome checks that for every status below 400, with
+// the caller's context live or done, with or without headers that would
+// matter to a failure, the fast path judges as asking the default policy
+// does; and that the settings of each way of choosing a policy say whether
+// the policy is this package's.
+func TestJudgeFastPathSameOutcome(t *testing.T) {
+	live := httptest.NewRequest(http.MethodPost, "http://a.test/", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := live.WithContext(ctx)
+	headers := []http.Header{{}, {"Retry-After": {"1"}, RetrySignalHeader: {RetrySignalNoRetry}}}
+	for code := 100; code < 400; code++ {
+		for _, req := range []*http.Request{live, done} {
+			for _, h := range headers {
+				a := Attempt{Count: 1, Req: req, Res: &http.Response{StatusCode: code, Header: h}}
+				fast, slow := defaultSettings(), defaultSettings()
+				slow.ownPolicy = false
+				for _, sent := range []int{1, 4} {
+					require.Equal(t, slow.judge(a, true, sent), fast.judge(a, true, sent), "status %d", code)
+				}
+			}
+		}
+	}
+
+	policy := func(opts ...Option) bool { return New(opts...).base().ownPolicy }
+	assert.True(t, policy(), "the default")
+	assert.True(t, policy(WithShouldRetryFn(nil)), "nil: the default")
+	assert.False(t, policy(WithShouldRetryFn(func(Attempt) bool { return true })), "the caller's")
+	assert.False(t, policy(WithShouldRetryFn(DefaultShouldRetryFn)), "not told apart: asked")
+	d, err := NewDestinations(DestinationConfig{Defaults: Destination{RetryableStatusCodes: []int{500}}})
+	require.NoError(t, err)
+	var own settings
+	s := New(WithDestinations(d), WithShouldRetryFn(func(Attempt) bool { return true })).
+		settings(httptest.NewRequest(http.MethodGet, "http://a.test/", nil), &own)
+	assert.True(t, s.ownPolicy, "a destination's status codes: CustomizedShouldRetryFn")
+}
+
+// TestFastPathStillSettles checks that the successes of the fast path are
+// recorded by the budget as every success is: the host's recent first
+// attempts and its latest success.
+func TestFastPathStillSettles(t *testing.T) {
+	srv, _ := okServer(t)
+	b := NewRetryBudget(RetryBudgetOptions{})
+	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b))
+	for range 5 {
+		getOK(t, tr, context.Background(), srv.URL)
+	}
+	req := httptest.NewRequest(http.MethodGet, srv.URL, nil)
+	h, ok := b.hosts.get(keyOf(req))
+	require.True(t, ok, "the host has a state")
+	okN, fail, _, _ := h.stats.recent(b.clock())
+	assert.Equal(t, int64(5), okN)
+	assert.Zero(t, fail)
+	assert.Greater(t, h.stats.lastOK.Load(), int64(0))
+}
+
+// TestFastPathReportsToHooksAndBreaker checks that a success skips the
+// reporting only when no one listens: with hooks and a breaker, the hooks
+// still get the stop and the circuit stays closed; and that Pushback is not
+// marked by a success.
+func TestFastPathReportsToHooksAndBreaker(t *testing.T) {
+	srv, _ := okServer(t)
+	var stops []StopReason
+	var changes atomic.Int32
+	tr := New(WithTransport(srv.Client().Transport),
+		WithOnRetryDecision(func(d Decision) {
+			if !d.Retry {
+				stops = append(stops, d.Reason)
+			}
+		}),
+		WithCircuitBreaker(CircuitBreakerSettings{}),
+		WithOnCircuitStateChange(func(string, CircuitState, CircuitState) { changes.Add(1) }))
+	getOK(t, tr, context.Background(), srv.URL)
+	assert.Equal(t, []StopReason{StopSuccess}, stops)
+	assert.Zero(t, changes.Load())
+
+	pw := &pushbackWriter{rw: httptest.NewRecorder()}
+	ctx := context.WithValue(context.Background(), pushbackKey{}, pw)
+	getOK(t, New(WithTransport(srv.Client().Transport)), ctx, srv.URL)
+	assert.False(t, pw.gaveUp.Load(), "a success tells Pushback nothing")
+}
+
+// TestOverridesAndDestinationOnFastPath checks that the settings of a
+// request with overrides or a destination policy are patched, not the
+// transport's: each request retries as its own settings say.
+func TestOverridesAndDestinationOnFastPath(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	zero := 0
+	d, err := NewDestinations(DestinationConfig{Defaults: Destination{MaxRetries: &zero}})
+	require.NoError(t, err)
+	noWait := func(context.Context, time.Duration) error { return nil }
+	for _, tt := range []struct {
+		name string
+		tr   *Transport
+		ctx  context.Context
+		want int32
+	}{
+		{"options", New(WithMaxRetries(2)), context.Background(), 3},
+		{"override", New(WithMaxRetries(2)), SetMaxRetries(context.Background(), 1), 2},
+		{"destination", New(WithMaxRetries(2), WithDestinations(d)), context.Background(), 1},
+		{"override over destination", New(WithDestinations(d)), SetMaxRetries(context.Background(), 1), 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n.Store(0)
+			WithTransport(srv.Client().Transport)(tt.tr)
+			WithRetryBudget(nil)(tt.tr)
+			tt.tr.sleep = noWait
+			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, srv.URL, nil)
+			require.NoError(t, err)
+			res, err := tt.tr.RoundTrip(req)
+			require.NoError(t, err)
+			res.Body.Close()
+			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+			assert.Equal(t, tt.want, n.Load())
+		})
+	}
+}
+
+// TestKeyedFastPathSameOutcome checks that the idempotency of a request
+// sent with one of the package's policies (keyed's fast path for idempotent
+// methods) is what the full rules give: same request sent, same guess.
+func TestKeyedFastPathSameOutcome(t *testing.T) {
+	methods := []string{"", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete, http.MethodPost, http.MethodPatch, "get"}
+	headers := []http.Header{nil, {}, {"Idempotency-Key": {"k"}}, {"x-idempotency-key": {""}}}
+	for _, m := range methods {
+		for _, h := range headers {
+			for _, honored := range []bool{false, true} {
+				req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+				req.Method, req.Header = m, h
+				fast, slow := defaultSettings(), defaultSettings()
+				fast.idempotencyKeysHonored, slow.idempotencyKeysHonored = honored, honored
+				slow.ownPolicy = false
+				fr, fi, ferr := fast.keyed(req)
+				sr, si, serr := slow.keyed(req)
+				require.NoError(t, ferr)
+				require.NoError(t, serr)
+				assert.Equal(t, si, fi, "method %q, header %v", m, h)
+				if !si.injected {
+					assert.Same(t, sr, fr, "method %q, header %v", m, h)
+				}
+			}
+		}
+	}
+}
