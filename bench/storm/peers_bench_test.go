@@ -89,16 +89,36 @@ func peers() []peer {
 
 func noWait(retryhttp.Attempt) time.Duration { return 0 }
 
-// requests are the rows of the happy path. http.NewRequest sets GetBody for
-// a *bytes.Reader.
-var requests = []struct {
+// request names a way to make the request of a row.
+type request struct {
 	name string
 	make func(url string) (*http.Request, error)
-}{
-	{"GET", func(url string) (*http.Request, error) { return http.NewRequest(http.MethodGet, url, nil) }},
-	{"POST64KiB", func(url string) (*http.Request, error) {
-		return http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
-	}},
+}
+
+// requests are the rows of the happy path and of the retry path.
+// http.NewRequest sets GetBody for a *bytes.Reader.
+var requests = []request{
+	{"GET", newGET},
+	{"POST64KiB", newPOST},
+}
+
+// keyedPOST is the 64 KiB POST with an Idempotency-Key set by the caller:
+// a row of the in-memory happy path only.
+var keyedPOST = request{"POST64KiBKeyed", func(url string) (*http.Request, error) {
+	req, err := newPOST(url)
+	if err == nil {
+		req.Header["Idempotency-Key"] = []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}
+	}
+	return req, err
+}}
+
+// memRequests are the rows of the in-memory happy path.
+var memRequests = append(append([]request(nil), requests...), keyedPOST)
+
+func newGET(url string) (*http.Request, error) { return http.NewRequest(http.MethodGet, url, nil) }
+
+func newPOST(url string) (*http.Request, error) {
+	return http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
 }
 
 // once sends one request through rt and checks that it ended in a 200.
@@ -120,14 +140,19 @@ func once(rt http.RoundTripper, url string, make func(string) (*http.Request, er
 }
 
 // BenchmarkHappyPath: a request answered 200 at once, by an in-memory base
-// transport (via=mem) or by a server on loopback (via=loopback).
+// transport (via=mem) or by a server on loopback (via=loopback). The
+// caller-keyed POST is a row of the in-memory path only.
 func BenchmarkHappyPath(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer srv.Close()
 	for _, via := range []string{"mem", "loopback"} {
-		for _, rq := range requests {
+		rows := memRequests
+		if via == "loopback" {
+			rows = requests
+		}
+		for _, rq := range rows {
 			for _, p := range peers() {
 				b.Run(fmt.Sprintf("via=%s/req=%s/lib=%s", via, rq.name, p.name), func(b *testing.B) {
 					if via == "mem" {
@@ -192,7 +217,9 @@ func parallel64(p peer) func(*testing.B) {
 // failing, the budget would rightly refuse most retries. retryhttp retries a
 // POST only when it is safe: here it injects its Idempotency-Key and is told
 // that the server honours keys; there is no keys-off POST row, since
-// without a key it does not retry a 503 to a POST (by design).
+// without a key it does not retry a 503 to a POST (by design). The bare
+// column is the base transport called twice (twice): what the two attempts
+// cost without any library.
 func BenchmarkRetry(b *testing.B) {
 	for _, rq := range requests {
 		for _, p := range peers() {
@@ -207,8 +234,6 @@ func BenchmarkRetry(b *testing.B) {
 // library lib.
 func retryRow(req, lib string) bool {
 	switch {
-	case lib == "bare":
-		return false // no retries: the 503 would be the answer
 	case lib == "retryhttp-nokeys" && req != "GET":
 		return false
 	}
@@ -220,6 +245,9 @@ func retry(make func(string) (*http.Request, error), p peer) func(*testing.B) {
 	return func(b *testing.B) {
 		base := &flipTransport{}
 		rt := p.wrap(base)
+		if p.name == "bare" {
+			rt = twice{base}
+		}
 		if _, ours := rt.(*retryhttp.Transport); ours {
 			rt = retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait),
 				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(p.name == "retryhttp"),
@@ -227,6 +255,32 @@ func retry(make func(string) (*http.Request, error), p peer) func(*testing.B) {
 		}
 		sequential(rt, "http://example.test/", make)(b)
 	}
+}
+
+// twice is the bare column of the retry rows: it sends every request twice
+// through base, the body rewound through GetBody, and returns the second
+// response, closing the first. It is no retry policy: only the two
+// attempts' own cost, the floor of any library's.
+type twice struct{ base http.RoundTripper }
+
+func (t twice) RoundTrip(req *http.Request) (*http.Response, error) {
+	first := req
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		first = new(http.Request)
+		*first = *req
+		first.Body = body
+	}
+	res, err := t.base.RoundTrip(first)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return t.base.RoundTrip(req)
 }
 
 // BenchmarkStorm reports the amplification of the dead-backend storm of
