@@ -145,7 +145,7 @@ func bytesPerRun(runs int, f func()) uint64 {
 }
 
 // writeWatchAllocs is what watching the writes of a request not guessed
-// idempotent costs, per attempt, through a base transport other than
+// idempotent costs, once per request, through a base transport other than
 // *http.Transport (idempotency.go): a trace (with the request copy that
 // carries it), its callback and the context that carries it.
 const writeWatchAllocs = 3

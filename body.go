@@ -36,12 +36,17 @@ type replay struct {
 	getBody func() (io.ReadCloser, error) // replayBuffered: each attempt's GetBody
 
 	numbered bool // attempts after the first carry AttemptHeader
+
+	// Whether req carries AttemptHeader, if its headers were scanned
+	// already (headerscan.go).
+	callerAttemptKnown, callerAttempt bool
 }
 
 // newReplay decides how req's body is replayed, buffering it if it has no
-// GetBody and might be retried. On error, req.Body has been closed.
-func newReplay(req *http.Request, s *settings) (replay, error) {
-	r := replay{req: req, numbered: s.attemptHeader}
+// GetBody and might be retried. f holds the facts of req's headers, if
+// scanned. On error, req.Body has been closed.
+func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
+	r := replay{req: req, numbered: s.attemptHeader, callerAttemptKnown: f.scanned, callerAttempt: f.attempt}
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 		r.mode = replayNoBody
@@ -130,6 +135,9 @@ type attemptReq struct {
 func (r *replay) number(n int) bool {
 	if n > 1 {
 		return true
+	}
+	if r.callerAttemptKnown {
+		return r.callerAttempt
 	}
 	_, ok := lookupHeader(r.req.Header, AttemptHeader)
 	return ok

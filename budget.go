@@ -125,6 +125,7 @@ type RetryBudget struct {
 
 	origin time.Time        // the zero of the hosts' clocks
 	now    func() time.Time // time.Now, but for tests
+	real   bool             // now is time.Now: a reading of the real clock may stand in for it
 }
 
 // tokenScale is the number of micro-tokens in a token: buckets count in
@@ -136,7 +137,9 @@ const maxBudgetCapacity = 1 << 30
 
 // NewRetryBudget returns a budget configured by opts.
 func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
-	return newRetryBudget(opts, time.Now)
+	b := newRetryBudget(opts, time.Now)
+	b.real = true
+	return b
 }
 
 func newRetryBudget(opts RetryBudgetOptions, now func() time.Time) *RetryBudget {
@@ -193,6 +196,11 @@ func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 // made: monotonic, and cheap to store in an atomic.
 func (b *RetryBudget) clock() int64 { return int64(b.now().Sub(b.origin)) }
 
+// since is clock on the real clock, from its monotonic reading alone
+// (time.Since): cheaper than time.Now. Only for a budget whose clock is
+// real (b.real).
+func (b *RetryBudget) since() int64 { return int64(time.Since(b.origin)) }
+
 // withdraw takes one token from the bucket of req's host and reports
 // whether it could: whether one more attempt (a retry, or a hedge) may be
 // sent at once. A nil budget allows everything.
@@ -217,6 +225,8 @@ type attemptOutcome struct {
 	timeout time.Duration // the attempt's timeout, if any
 	refund  bool          // a retry after a connection lost before any response
 	neutral bool          // cancelled: says nothing about the host
+	at      int64         // when it ended, on the budget's clock, if atKnown
+	atKnown bool          // else settle reads the clock
 }
 
 // settle records the outcome of an attempt that sent req: a success
@@ -257,7 +267,10 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
 		return
 	}
-	at := b.clock()
+	at := o.at
+	if !o.atKnown {
+		at = b.clock()
+	}
 	h.stats.record(at, ok, o.first, o.latency)
 	switch {
 	case l != nil && l.held:

@@ -86,6 +86,51 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, clockTimer) {
 
 func (realClock) AfterFunc(d time.Duration, f func()) clockTimer { return time.AfterFunc(d, f) }
 
+// clockNow is t.clock().Now(), without the interface call on the real
+// clock.
+func (t *Transport) clockNow() time.Time {
+	if t.clk != nil {
+		return t.clk.Now()
+	}
+	return time.Now()
+}
+
+// attemptTimer times one attempt for the budget (settle). When both the
+// transport and the budget run on the real clock, it reads the budget's
+// clock, monotonic only, at the start and at the end, and the end is also
+// the time settle records; otherwise it reads the transport's clock, and
+// settle reads the budget's. Without a budget there is nothing to time.
+type attemptTimer struct {
+	start time.Time // the transport's clock, unless mono
+	at    int64     // the budget's clock, if mono
+	mono  bool
+}
+
+// startAttempt starts timing an attempt that settles with b.
+func (t *Transport) startAttempt(b *RetryBudget) attemptTimer {
+	switch {
+	case b == nil:
+		return attemptTimer{}
+	case t.clk == nil && b.real:
+		return attemptTimer{at: b.since(), mono: true}
+	}
+	return attemptTimer{start: t.clockNow()}
+}
+
+// outcome returns the attemptOutcome of the attempt timed by w, which
+// settles with b, with its latency and, when known, its end.
+func (w attemptTimer) outcome(t *Transport, b *RetryBudget, o attemptOutcome) attemptOutcome {
+	switch {
+	case b == nil:
+	case w.mono:
+		o.at, o.atKnown = b.since(), true
+		o.latency = time.Duration(o.at - w.at)
+	default:
+		o.latency = t.clockNow().Sub(w.start)
+	}
+	return o
+}
+
 // clock returns t's clock: the real one unless a test set another.
 func (t *Transport) clock() clock {
 	if t.clk != nil {

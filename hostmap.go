@@ -116,6 +116,11 @@ type hostMap[V evictable] struct {
 	maxHosts int64
 	total    atomic.Int64 // entries in all the shards
 	newValue func(hostKey) V
+
+	// last is the entry a lookup found last: a run of lookups of one host,
+	// the usual traffic of a client, skips the hash and the chain. It is
+	// written only when it changes.
+	last atomic.Pointer[hostEntry[V]]
 }
 
 type hostShard[V evictable] struct {
@@ -130,6 +135,7 @@ type hostEntry[V evictable] struct {
 	key   hostKey
 	value V
 	next  atomic.Pointer[hostEntry[V]] // set before the entry is linked
+	gone  atomic.Bool                  // unlinked: hostMap.last must not find it
 }
 
 // newHostMap returns a map of about maxHosts (≥ 1) entries whose missing
@@ -166,20 +172,37 @@ func chain[V evictable](t []atomic.Pointer[hostEntry[V]], hash uint64) *atomic.P
 // get returns the value of k, if there is one. It takes no lock and does
 // not allocate.
 func (h *hostMap[V]) get(k hostKey) (V, bool) {
+	if e := h.last.Load(); e != nil && e.key.host == k.host && sameScheme(e.key.scheme, k.scheme) && !e.gone.Load() {
+		return e.value, true
+	}
 	hash, s := h.locate(k)
-	return s.get(hash, k)
+	e := s.find(hash, k)
+	if e == nil {
+		var zero V
+		return zero, false
+	}
+	h.last.Store(e)
+	return e.value, true
 }
 
 func (s *hostShard[V]) get(hash uint64, k hostKey) (V, bool) {
-	if t := s.table.Load(); t != nil {
-		for e := chain(*t, hash).Load(); e != nil; e = e.next.Load() {
-			if e.key.host == k.host && sameScheme(e.key.scheme, k.scheme) {
-				return e.value, true
-			}
-		}
+	if e := s.find(hash, k); e != nil {
+		return e.value, true
 	}
 	var zero V
 	return zero, false
+}
+
+// find returns the entry of k, nil if there is none.
+func (s *hostShard[V]) find(hash uint64, k hostKey) *hostEntry[V] {
+	if t := s.table.Load(); t != nil {
+		for e := chain(*t, hash).Load(); e != nil; e = e.next.Load() {
+			if e.key.host == k.host && sameScheme(e.key.scheme, k.scheme) {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // sameScheme reports whether a == b, comparing with the usual schemes
@@ -207,10 +230,10 @@ func (h *hostMap[V]) getIfRoom(k hostKey) (V, bool) {
 
 // getOrCreate returns the value of k, making it if it is missing.
 func (h *hostMap[V]) getOrCreate(k hostKey) V {
-	hash, s := h.locate(k)
-	if v, ok := s.get(hash, k); ok {
+	if v, ok := h.get(k); ok {
 		return v
 	}
+	hash, s := h.locate(k)
 	return h.create(hash, s, k)
 }
 
@@ -279,6 +302,7 @@ scan:
 func (s *hostShard[V]) unlink(head *atomic.Pointer[hostEntry[V]], e *hostEntry[V]) {
 	for link := head; link.Load() != nil; link = &link.Load().next {
 		if link.Load() == e {
+			e.gone.Store(true)
 			link.Store(e.next.Load())
 			s.n--
 			return

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -98,25 +99,52 @@ type idempotency struct {
 // keyed returns the request to send for req, with a key if it needs one
 // (withIdempotencyKey), and that request's idempotency.
 func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) {
+	var f headerFacts
+	return s.keyedScanned(req, &f)
+}
+
+// keyedScanned is keyed, leaving in f what it found in req's headers, if
+// it looked (headerscan.go): each header is then looked up once per
+// request.
+func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
 	// no key and is guessed idempotent whatever its headers.
-	if s.ownPolicy && defaultRetryPolicy.idempotentMethod(req.Method) {
+	idempotentMethod := defaultIdempotentMethod(req.Method)
+	if s.ownPolicy && idempotentMethod {
 		return req, idempotency{guessed: true}, nil
 	}
-	req, injected, err := s.withIdempotencyKey(req)
+	*f = scanHeader(req.Header)
+	req, injected, err := s.withIdempotencyKey(req, idempotentMethod, f)
 	if err != nil {
 		return req, idempotency{}, err
 	}
-	return req, idempotency{injected: injected, guessed: s.guessIdempotent(req, injected)}, nil
+	guessed := false
+	if s.ownPolicy { // the default rules (guessIdempotent), without a call through reflect
+		guessed = idempotentMethod || injected && s.idempotencyKeysHonored || !injected && f.hasIdempotencyKey()
+	} else {
+		guessed = s.guessIdempotent(req, injected)
+	}
+	return req, idempotency{injected: injected, guessed: guessed}, nil
+}
+
+// defaultIdempotentMethod is defaultRetryPolicy.idempotentMethod(method),
+// by a switch rather than a walk of the list.
+func defaultIdempotentMethod(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // withIdempotencyKey returns the request to send for req: req itself, or, if
 // it needs a key, a shallow copy of it with its own headers and a fresh key.
-// It reports whether it injected a key.
-func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, error) {
-	if !s.idempotencyKeys || defaultRetryPolicy.idempotentMethod(req.Method) ||
-		carriesKey(req.Header, s.idempotencyKeyHeader) {
+// It reports whether it injected a key. idempotentMethod says whether req's
+// method is one of the default idempotent methods; f holds the facts of
+// req's headers.
+func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, f *headerFacts) (*http.Request, bool, error) {
+	if !s.idempotencyKeys || idempotentMethod || f.carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
 	key, err := newKey()
@@ -126,7 +154,10 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 	// One allocation for the copy and the key's value slice; the header
 	// map has room for the key.
 	r := &keyedRequest{Request: *req}
-	r.value[0] = keyString(&key)
+	formatKey(&r.text, &key)
+	// The value's bytes live in r, never written again: no allocation of
+	// their own, and alive as long as the request copy is.
+	r.value[0] = unsafe.String(&r.text[0], len(r.text))
 	r.Header = cloneHeaderPlus(req.Header, "")
 	if s.idempotencyKeysHonored {
 		r.Header[canonicalKeyName(s.idempotencyKeyHeader)] = r.value[:]
@@ -142,11 +173,12 @@ func (s *settings) withIdempotencyKey(req *http.Request) (*http.Request, bool, e
 	return &r.Request, true, nil
 }
 
-// keyedRequest is a request copy that carries an injected key, and the
-// key's value slice, in one allocation.
+// keyedRequest is a request copy that carries an injected key, the key's
+// value slice and the value's bytes, in one allocation.
 type keyedRequest struct {
 	http.Request
 	value [1]string
+	text  [36]byte
 }
 
 // canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
@@ -183,8 +215,14 @@ func newKey() (uuid.UUID, error) {
 // keyString is key.String(), the canonical form of a UUID
 // (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), in one pass.
 func keyString(key *uuid.UUID) string {
-	const digits = "0123456789abcdef"
 	var buf [36]byte
+	formatKey(&buf, key)
+	return string(buf[:])
+}
+
+// formatKey writes the canonical form of key to buf.
+func formatKey(buf *[36]byte, key *uuid.UUID) {
+	const digits = "0123456789abcdef"
 	j := 0
 	for i, b := range key {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
@@ -194,7 +232,6 @@ func keyString(key *uuid.UUID) string {
 		buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
 		j += 2
 	}
-	return string(buf[:])
 }
 
 // keyRand is the batch of random bytes that keys are cut from.
@@ -286,22 +323,46 @@ func (t *Transport) baseReplaysOnlyUnsent() bool {
 	return ok
 }
 
-// writeWatch records whether an attempt's request headers were written to
-// a connection, by any send of that attempt.
+// writeWatch records whether the current attempt's request headers were
+// written to a connection, by any send of that attempt.
 type writeWatch struct {
 	trace httptrace.ClientTrace
 	wrote atomic.Bool
-	req   http.Request // the attempt's request, with the watching context
+}
+
+// watchedRequest is a copy of a request with the watch of its writes, in
+// one allocation.
+type watchedRequest struct {
+	http.Request
+	watch writeWatch
 }
 
 // watchWrites returns req with a context that reports its writes to the
-// returned watch; the caller's own ClientTrace, if any, still runs. The
-// copy of req lives in the watch: one allocation less.
-func watchWrites(req *http.Request) (*http.Request, *writeWatch) {
-	w := &writeWatch{}
+// returned watch; the caller's own ClientTrace, if any, still runs. It is
+// called once per request: every attempt's request is req or a copy of it
+// (replay), and carries its context; the watch is reset before each
+// attempt (reset). own says that req is the transport's copy with an
+// injected key (keyedRequest), which then carries the context itself;
+// otherwise the copy of req lives with the watch.
+func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
+	var w *writeWatch
+	r := req
+	if own {
+		w = &writeWatch{}
+	} else {
+		c := &watchedRequest{Request: *req}
+		w, r = &c.watch, &c.Request
+	}
 	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
-	w.req = *req.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
-	return &w.req, w
+	*r = *r.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
+	return r, w
+}
+
+// reset forgets the writes of the previous attempt, if w is not nil.
+func (w *writeWatch) reset() {
+	if w != nil {
+		w.wrote.Store(false)
+	}
 }
 
 // mark returns err, marked if the request had been written before it.

@@ -162,12 +162,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	req, idem, err := s.keyed(req) // idempotency.go: once per request
+	var facts headerFacts                         // of req's headers, looked up once (headerscan.go)
+	req, idem, err := s.keyedScanned(req, &facts) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	body, err := newReplay(req, s)
+	body, err := newReplay(req, s, &facts)
 	if err != nil {
 		return nil, ending{StopError, 0}, err
 	}
@@ -179,6 +180,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	// replay them (idempotency.go).
 	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
 		!idem.guessed
+	var w *writeWatch
+	if watch {
+		body.req, w = watchWrites(body.req, idem.injected)
+	}
 	var l lease              // the retry's claim on the destination's budget
 	var waited time.Duration // parked so far
 	refundable := false      // this attempt retries a lost connection
@@ -192,14 +197,11 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 			l.end(s.budget, outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
-		var w *writeWatch
-		if watch {
-			sent, w = watchWrites(sent)
-		}
-		start := t.clock().Now()
+		w.reset()
+		timer := t.startAttempt(s.budget)
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		s.budget.settle(sent, res, attemptOutcome{first: count == 1, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout, refund: refundable}, &l)
+		s.budget.settle(sent, res, timer.outcome(t, s.budget, attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}), &l)
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
 

@@ -1,0 +1,61 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestWatchWritesOncePerRequest checks the watch installed once per request
+// (watchWrites): attempts made from the watched request report their writes
+// to it, a reset forgets the previous attempt's, the caller's request is
+// never modified, and a request copy with an injected key carries the watch
+// itself.
+func TestWatchWritesOncePerRequest(t *testing.T) {
+	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	for _, own := range []bool{false, true} {
+		caller, err := http.NewRequest(http.MethodPost, "http://a.test/", nil)
+		require.NoError(t, err)
+		callerCtx := caller.Context()
+		req := caller
+		if own {
+			s := defaultSettings()
+			var f headerFacts
+			var idem idempotency
+			req, idem, err = s.keyedScanned(caller, &f)
+			require.NoError(t, err)
+			require.True(t, idem.injected)
+		}
+		watched, w := watchWrites(req, own)
+		assert.Equal(t, callerCtx, caller.Context(), "the caller's request keeps its context")
+		if own {
+			assert.Same(t, req, watched, "the keyed copy carries the context itself")
+		} else {
+			assert.NotSame(t, caller, watched)
+		}
+
+		// Attempt 1 (a copy, as replay makes for a retry) writes its headers.
+		r := replay{req: watched}
+		sent, err := r.request(2)
+		require.NoError(t, err)
+		trace := httptrace.ContextClientTrace(sent.Context())
+		require.NotNil(t, trace)
+		w.reset()
+		trace.WroteHeaders()
+		assert.True(t, writtenFirst(w.mark(dialErr)), "a dial error after a write is marked")
+
+		// Attempt 2 writes nothing: its dial error proves it never left.
+		w.reset()
+		assert.Same(t, error(dialErr), w.mark(dialErr), "own %v", own)
+		assert.NoError(t, w.mark(nil))
+	}
+	var none *writeWatch
+	none.reset() // no watch: nothing to do
+	assert.Equal(t, context.Canceled, none.mark(context.Canceled))
+}
