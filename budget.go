@@ -253,6 +253,9 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 		h = b.hosts.getOrCreate(keyOf(req))
 	default:
 		var found bool
+		if h, found = b.hosts.lastOf(req.URL); found {
+			break // the host of the previous lookup, found without its key
+		}
 		if h, found = b.hosts.getIfRoom(keyOf(req)); !found {
 			return // a host of many, with a full bucket: nothing to record
 		}
