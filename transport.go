@@ -202,13 +202,18 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
 		s.budget.settle(sent, res, timer.outcome(t, s.budget, attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}), &l)
-		a := t.newAttempt(s, idem, count, sent, res, err)
-		t.obs.reportAttempt(a, s.maxRetries, false)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
 		// retry), or out of retries: the last response as it is, or the
 		// last error marked as such. Otherwise it is worth another attempt.
+		// An answer under this package's policies is final whatever else
+		// is known: without hooks to see it, no Attempt is built for it.
+		if t.obs == nil && s.final(res, err) {
+			return res, ending{StopSuccess, count}, err
+		}
+		a := t.newAttempt(s, idem, count, sent, res, err)
+		t.obs.reportAttempt(a, s.maxRetries, false)
 		if why := s.judge(a, body.replayable(), count); why != 0 {
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
