@@ -94,6 +94,9 @@ func (r *replay) replayable() bool { return r.mode != replayOnce }
 // the usual case, is the request itself; any other is a shallow copy, made
 // in one allocation with the attempt number's value.
 func (r *replay) request(n int) (*http.Request, error) {
+	if n == 1 && r.mode != replayBuffered && r.once == nil && !(r.numbered && r.number(1)) {
+		return r.req, nil // the usual case, decided at once: body(1) is nil, no number
+	}
 	body, err := r.body(n)
 	if err != nil {
 		return nil, err

@@ -367,7 +367,15 @@ func (w *writeWatch) reset() {
 
 // mark returns err, marked if the request had been written before it.
 func (w *writeWatch) mark(err error) error {
-	if w == nil || err == nil || !w.wrote.Load() || !(IsDNSErr(err) || isDialErr(err)) {
+	if w == nil || err == nil {
+		return err // inline: nothing watched, or nothing to mark
+	}
+	return w.marked(err)
+}
+
+// marked is mark of a watched attempt's error.
+func (w *writeWatch) marked(err error) error {
+	if !w.wrote.Load() || !(IsDNSErr(err) || isDialErr(err)) {
 		return err
 	}
 	return errWrittenFirst{err}
