@@ -46,10 +46,17 @@ type replay struct {
 // GetBody and might be retried. f holds the facts of req's headers, if
 // scanned. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
-	r := replay{req: req, numbered: s.attemptHeader, callerAttemptKnown: f.scanned, callerAttempt: f.attempt}
-	switch {
-	case req.Body == nil || req.Body == http.NoBody:
-		r.mode = replayNoBody
+	// No header at all: none is AttemptHeader.
+	r := replay{req: req, numbered: s.attemptHeader, callerAttemptKnown: f.scanned || len(req.Header) == 0, callerAttempt: f.attempt}
+	if req.Body == nil || req.Body == http.NoBody {
+		return r, nil // replayNoBody
+	}
+	return r, r.choose(s)
+}
+
+// choose sets the mode of a replay of a request with a body.
+func (r *replay) choose(s *settings) error {
+	switch req := r.req; {
 	case s.maxRetries == 0 || s.preventRetryWithBody:
 		r.mode = replayOnce
 	case req.GetBody != nil:
@@ -57,9 +64,9 @@ func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
 	case s.bodyBufferLimit <= 0:
 		r.mode = replayOnce
 	default:
-		return r, r.buffer(s.bodyBufferLimit)
+		return r.buffer(s.bodyBufferLimit)
 	}
-	return r, nil
+	return nil
 }
 
 // buffer reads up to limit bytes of the body. A body that fits is closed and
