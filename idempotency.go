@@ -109,7 +109,17 @@ func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) 
 func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
-	// no key and is guessed idempotent whatever its headers.
+	// no key and is guessed idempotent whatever its headers. A GET is
+	// told inline.
+	if s.ownPolicy && req.Method == http.MethodGet {
+		return req, idempotency{guessed: true}, nil
+	}
+	return s.keyedOther(req, f)
+}
+
+// keyedOther is keyedScanned for any request but a GET under a policy of
+// this package.
+func (s *settings) keyedOther(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
 	idempotentMethod := defaultIdempotentMethod(req.Method)
 	if s.ownPolicy && idempotentMethod {
 		return req, idempotency{guessed: true}, nil
