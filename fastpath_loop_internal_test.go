@@ -122,3 +122,48 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstAttemptSentAsItIs checks the first attempt's shortcut in
+// replay.request: a request without a body to replace and without the
+// caller's AttemptHeader (under any case of its name) is sent as it is;
+// any other first attempt is a copy without the caller's header, as
+// before; and a request without headers never needs a lookup for it.
+func TestFirstAttemptSentAsItIs(t *testing.T) {
+	s := defaultSettings()
+	for _, tt := range []struct {
+		name   string
+		header http.Header
+		asIs   bool
+	}{
+		{"no header", nil, true},
+		{"empty header", http.Header{}, true},
+		{"other headers", http.Header{"Accept": {"*/*"}}, true},
+		{"caller's AttemptHeader", http.Header{AttemptHeader: {"7"}}, false},
+		{"caller's AttemptHeader, lower case", http.Header{"retry-attempt": {"7"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+			req.Header = tt.header
+			before := tt.header.Clone()
+			var f headerFacts
+			got, idem, err := s.keyedScanned(req, &f)
+			require.NoError(t, err)
+			r, err := newReplay(got, &s, &f)
+			require.NoError(t, err)
+			sent, err := r.request(1)
+			require.NoError(t, err)
+			if tt.asIs {
+				assert.Same(t, req, sent)
+			} else {
+				assert.NotSame(t, req, sent)
+				_, has := lookupHeader(sent.Header, AttemptHeader)
+				assert.False(t, has, "the caller's AttemptHeader is not sent")
+				assert.Equal(t, before, req.Header, "the caller's request is untouched")
+			}
+			assert.True(t, idem.guessed)
+			second, err := r.request(2)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"2"}, second.Header[AttemptHeader], "a retry is numbered")
+		})
+	}
+}
