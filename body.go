@@ -46,12 +46,20 @@ type replay struct {
 // GetBody and might be retried. f holds the facts of req's headers, if
 // scanned. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
+	var r replay
+	err := r.init(req, s, f)
+	return r, err
+}
+
+// init is newReplay, made in place: r must be the zero replay.
+func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
+	r.req, r.numbered = req, s.attemptHeader
 	// No header at all: none is AttemptHeader.
-	r := replay{req: req, numbered: s.attemptHeader, callerAttemptKnown: f.scanned || len(req.Header) == 0, callerAttempt: f.attempt}
+	r.callerAttemptKnown, r.callerAttempt = f.scanned || len(req.Header) == 0, f.attempt
 	if req.Body == nil || req.Body == http.NoBody {
-		return r, nil // replayNoBody
+		return nil // replayNoBody
 	}
-	return r, r.choose(s)
+	return r.choose(s)
 }
 
 // choose sets the mode of a replay of a request with a body.

@@ -168,8 +168,8 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	body, err := newReplay(req, s, &facts)
-	if err != nil {
+	var body replay // each attempt's request, with a body of its own (body.go)
+	if err := body.init(req, s, &facts); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(idem, &body) {
