@@ -201,7 +201,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		timer := t.startAttempt(s.budget)
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		s.budget.settle(sent, res, timer.outcome(t, s.budget, attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}), &l)
+		o := attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}
+		timer.end(t, s.budget, &o)
+		s.budget.settle(sent, res, &o, &l)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
