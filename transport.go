@@ -139,8 +139,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, refused
 		}
 	}
-	var own settings           // what req runs with, if not the transport's settings
-	s := t.settings(req, &own) // once: one destination policy throughout
+	s := t.base() // what req runs with, once: one destination policy throughout
+	if t.destinations != nil || overridesMade.Load() {
+		var own settings // if a policy or overrides apply: a patched copy
+		s = t.settings(req, &own)
+	}
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
