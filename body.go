@@ -40,6 +40,10 @@ type replay struct {
 	// Whether req carries AttemptHeader, if its headers were scanned
 	// already (headerscan.go).
 	callerAttemptKnown, callerAttempt bool
+
+	// asIs says that the first attempt is req itself (request(1)): no
+	// body to replace, no AttemptHeader to number or drop. Set by init.
+	asIs bool
 }
 
 // newReplay decides how req's body is replayed, buffering it if it has no
@@ -56,10 +60,13 @@ func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
 	r.req, r.numbered = req, s.attemptHeader
 	// No header at all: none is AttemptHeader.
 	r.callerAttemptKnown, r.callerAttempt = f.scanned || len(req.Header) == 0, f.attempt
-	if req.Body == nil || req.Body == http.NoBody {
-		return nil // replayNoBody
-	}
-	return r.choose(s)
+	if req.Body != nil && req.Body != http.NoBody {
+		if err := r.choose(s); err != nil {
+			return err
+		}
+	} // else replayNoBody
+	r.asIs = r.mode != replayBuffered && r.once == nil && !(r.numbered && r.number(1))
+	return nil
 }
 
 // choose sets the mode of a replay of a request with a body.
@@ -109,8 +116,8 @@ func (r *replay) replayable() bool { return r.mode != replayOnce }
 // the usual case, is the request itself; any other is a shallow copy, made
 // in one allocation with the attempt number's value.
 func (r *replay) request(n int) (*http.Request, error) {
-	if n == 1 && r.mode != replayBuffered && r.once == nil && !(r.numbered && r.number(1)) {
-		return r.req, nil // the usual case, decided at once: body(1) is nil, no number
+	if n == 1 && r.asIs {
+		return r.req, nil // the usual case, decided by init
 	}
 	body, err := r.body(n)
 	if err != nil {
