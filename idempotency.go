@@ -324,10 +324,45 @@ func (t *Transport) baseReplaysOnlyUnsent() bool {
 }
 
 // writeWatch records whether the current attempt's request headers were
-// written to a connection, by any send of that attempt.
+// written to a connection, by any send of that attempt. It is also the
+// context of the watched request: it answers httptrace's lookup of the
+// client trace with its own trace, and every other lookup, Done, Deadline
+// and Err from the request's context, which it embeds. So the watch, its
+// trace and the context that carries the trace are one allocation, where
+// httptrace.WithClientTrace would add a context of its own.
 type writeWatch struct {
-	trace httptrace.ClientTrace
-	wrote atomic.Bool
+	context.Context // the request's context, or that context with the caller's trace composed with ours
+	trace           httptrace.ClientTrace
+	wrote           atomic.Bool
+}
+
+// Value returns the watch's trace for httptrace's key, and otherwise what
+// the request's context holds.
+func (w *writeWatch) Value(key any) any {
+	if key == clientTraceKey {
+		return &w.trace
+	}
+	return w.Context.Value(key)
+}
+
+// clientTraceKey is the key under which httptrace.ContextClientTrace looks
+// its trace up in a context, as asked of a context that records it
+// (keySpy), or nil if it asked none.
+var clientTraceKey = func() any {
+	var spy keySpy
+	httptrace.ContextClientTrace(&spy)
+	return spy.key
+}()
+
+// keySpy is a context that records the key it is last asked for.
+type keySpy struct {
+	context.Context
+	key any
+}
+
+func (s *keySpy) Value(key any) any {
+	s.key = key
+	return nil
 }
 
 // watchedRequest is a copy of a request with the watch of its writes, in
@@ -354,7 +389,13 @@ func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
 		w, r = &c.watch, &c.Request
 	}
 	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
-	*r = *r.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
+	w.Context = req.Context()
+	if clientTraceKey == nil || httptrace.ContextClientTrace(w.Context) != nil {
+		// The caller's trace is composed with ours by httptrace, and
+		// the key, if unknown, looked up in its context.
+		w.Context = httptrace.WithClientTrace(w.Context, &w.trace)
+	}
+	*r = *r.WithContext(w)
 	return r, w
 }
 
