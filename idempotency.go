@@ -107,6 +107,13 @@ func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) 
 // it looked (headerscan.go): each header is then looked up once per
 // request.
 func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
+	return s.keyedFor(req, f, false)
+}
+
+// keyedFor is keyedScanned for a request whose writes may be watched
+// (watchWrites), if watchable: a request copy that gets a key then has
+// room for the watch, in the same allocation.
+func (s *settings) keyedFor(req *http.Request, f *headerFacts, watchable bool) (*http.Request, idempotency, error) {
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
 	// no key and is guessed idempotent whatever its headers.
@@ -115,7 +122,10 @@ func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Reques
 		return req, idempotency{guessed: true}, nil
 	}
 	*f = scanHeader(req.Header)
-	req, injected, err := s.withIdempotencyKey(req, idempotentMethod, f)
+	// An injected key makes the request guessed idempotent, and so never
+	// watched, by the default rules when keys are honoured.
+	room := watchable && !(s.ownPolicy && s.idempotencyKeysHonored)
+	req, injected, err := s.withIdempotencyKey(req, idempotentMethod, f, room)
 	if err != nil {
 		return req, idempotency{}, err
 	}
@@ -142,8 +152,8 @@ func defaultIdempotentMethod(method string) bool {
 // it needs a key, a shallow copy of it with its own headers and a fresh key.
 // It reports whether it injected a key. idempotentMethod says whether req's
 // method is one of the default idempotent methods; f holds the facts of
-// req's headers.
-func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, f *headerFacts) (*http.Request, bool, error) {
+// req's headers. room asks for a copy with room for the write watch.
+func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, f *headerFacts, room bool) (*http.Request, bool, error) {
 	if !s.idempotencyKeys || idempotentMethod || f.carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
@@ -151,9 +161,16 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 	if err != nil {
 		return req, false, fmt.Errorf("retryhttp: generating an idempotency key: %w", err)
 	}
-	// One allocation for the copy and the key's value slice; the header
-	// map has room for the key.
-	r := &keyedRequest{Request: *req}
+	// One allocation for the copy, the key's value slice and text, and,
+	// if asked, the write watch; the header map has room for the key.
+	var r *keyedRequest
+	if room {
+		w := &watchedKeyedRequest{keyedRequest: keyedRequest{Request: *req}}
+		r = &w.keyedRequest
+		r.watch = &w.watch
+	} else {
+		r = &keyedRequest{Request: *req}
+	}
 	formatKey(&r.text, &key)
 	// The value's bytes live in r, never written again: no allocation of
 	// their own, and alive as long as the request copy is.
@@ -179,6 +196,22 @@ type keyedRequest struct {
 	http.Request
 	value [1]string
 	text  [36]byte
+	watch *writeWatch // the room for the write watch (watchedKeyedRequest), or nil
+}
+
+// watchedKeyedRequest is a keyedRequest with room for the watch of its
+// writes, in one allocation: for requests whose writes may be watched
+// (keyedFor), so that a request sent through *http.Transport, never
+// watched, does not carry the room.
+type watchedKeyedRequest struct {
+	keyedRequest
+	watch writeWatch
+}
+
+// keyedOf returns the keyedRequest whose Request req is: req must be the
+// request that withIdempotencyKey returned with a key it injected.
+func keyedOf(req *http.Request) *keyedRequest {
+	return (*keyedRequest)(unsafe.Pointer(req)) // Request is its first field
 }
 
 // canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
@@ -377,13 +410,16 @@ type watchedRequest struct {
 // called once per request: every attempt's request is req or a copy of it
 // (replay), and carries its context; the watch is reset before each
 // attempt (reset). own says that req is the transport's copy with an
-// injected key (keyedRequest), which then carries the context itself;
-// otherwise the copy of req lives with the watch.
+// injected key (keyedRequest), which then carries the context itself,
+// and the watch too if it has room for it; otherwise the copy of req
+// lives with the watch.
 func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
 	var w *writeWatch
 	r := req
 	if own {
-		w = &writeWatch{}
+		if w = keyedOf(req).watch; w == nil {
+			w = &writeWatch{}
+		}
 	} else {
 		c := &watchedRequest{Request: *req}
 		w, r = &c.watch, &c.Request
