@@ -253,18 +253,35 @@ func keyString(key *uuid.UUID) string {
 	return string(buf[:])
 }
 
-// formatKey writes the canonical form of key to buf.
+// formatKey writes the canonical form of key to buf, each byte at its
+// place: no loop, no branch, no bounds check.
 func formatKey(buf *[36]byte, key *uuid.UUID) {
+	putHex(buf, 0, key[0])
+	putHex(buf, 2, key[1])
+	putHex(buf, 4, key[2])
+	putHex(buf, 6, key[3])
+	buf[8] = '-'
+	putHex(buf, 9, key[4])
+	putHex(buf, 11, key[5])
+	buf[13] = '-'
+	putHex(buf, 14, key[6])
+	putHex(buf, 16, key[7])
+	buf[18] = '-'
+	putHex(buf, 19, key[8])
+	putHex(buf, 21, key[9])
+	buf[23] = '-'
+	putHex(buf, 24, key[10])
+	putHex(buf, 26, key[11])
+	putHex(buf, 28, key[12])
+	putHex(buf, 30, key[13])
+	putHex(buf, 32, key[14])
+	putHex(buf, 34, key[15])
+}
+
+// putHex writes b in two lower-case hexadecimal digits at buf[j:j+2].
+func putHex(buf *[36]byte, j int, b byte) {
 	const digits = "0123456789abcdef"
-	j := 0
-	for i, b := range key {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			buf[j] = '-'
-			j++
-		}
-		buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
-		j += 2
-	}
+	buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
 }
 
 // keyRand is the batch of random bytes that keys are cut from.
@@ -280,15 +297,16 @@ type randBatch struct {
 
 // read fills u with bytes never handed out before.
 func (b *randBatch) read(u *uuid.UUID) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.mu.Lock() // unlocked on each return: a deferred call costs more than this body
 	if b.left < len(u) {
 		if _, err := rand.Read(b.buf[:]); err != nil {
+			b.mu.Unlock()
 			return err
 		}
 		b.left = len(b.buf)
 	}
 	b.left -= copy(u[:], b.buf[len(b.buf)-b.left:])
+	b.mu.Unlock()
 	return nil
 }
 
