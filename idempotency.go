@@ -385,6 +385,7 @@ type writeWatch struct {
 	context.Context // the request's context, or that context with the caller's trace composed with ours
 	trace           httptrace.ClientTrace
 	wrote           atomic.Bool
+	closure         wroteClosure // of trace.WroteHeaders (watchfunc.go)
 }
 
 // Value returns the watch's trace for httptrace's key, and otherwise what
@@ -442,7 +443,7 @@ func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
 		c := &watchedRequest{Request: *req}
 		w, r = &c.watch, &c.Request
 	}
-	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
+	w.setWroteHeaders()
 	w.Context = req.Context()
 	if clientTraceKey == nil || httptrace.ContextClientTrace(w.Context) != nil {
 		// The caller's trace is composed with ours by httptrace, and

@@ -59,3 +59,18 @@ func TestKeyedCopyHoldsWatch(t *testing.T) {
 		assert.True(t, w.wrote.Load())
 	}
 }
+
+// TestWroteClosureInWatch checks that the watch's callback is made inside
+// the watch (watchfunc.go) with this compiler, and marks its own watch
+// only.
+func TestWroteClosureInWatch(t *testing.T) {
+	require.NotZero(t, wroteCode, "closures are laid out as wroteClosure")
+	var a, b writeWatch
+	a.setWroteHeaders()
+	b.setWroteHeaders()
+	a.trace.WroteHeaders()
+	assert.True(t, a.wrote.Load())
+	assert.False(t, b.wrote.Load())
+	b.trace.WroteHeaders()
+	assert.True(t, b.wrote.Load())
+}
