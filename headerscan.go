@@ -25,6 +25,9 @@ type headerFacts struct {
 // as with lookupHeader.
 func scanHeader(h http.Header) headerFacts {
 	f := headerFacts{scanned: true}
+	if len(h) == 0 {
+		return f // not even the start of a walk
+	}
 	for k, v := range h {
 		switch len(k) {
 		case len(AttemptHeader):
