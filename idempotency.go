@@ -391,10 +391,20 @@ type writeWatch struct {
 // Value returns the watch's trace for httptrace's key, and otherwise what
 // the request's context holds.
 func (w *writeWatch) Value(key any) any {
-	if key == clientTraceKey {
+	if key == clientTraceKey && key != nil {
 		return &w.trace
 	}
 	return w.Context.Value(key)
+}
+
+// String names the watch as the context package names its contexts: the
+// parent's name, then what the watch adds.
+func (w *writeWatch) String() string {
+	parent := fmt.Sprintf("%T", w.Context)
+	if s, ok := w.Context.(fmt.Stringer); ok {
+		parent = s.String()
+	}
+	return parent + ".WithValue(retryhttp write watch)"
 }
 
 // clientTraceKey is the key under which httptrace.ContextClientTrace looks

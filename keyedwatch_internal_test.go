@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"testing"
@@ -55,6 +56,9 @@ func TestKeyedCopyHoldsWatch(t *testing.T) {
 		assert.Equal(t, "v", watched.Context().Value(ctxKey{}))
 		assert.Same(t, ctx, caller.Context())
 		assert.Empty(t, caller.Header)
+		assert.Equal(t, `context.Background.WithValue(retryhttp.ctxKey, v).WithValue(retryhttp write watch)`,
+			watched.Context().(fmt.Stringer).String())
+		assert.Nil(t, watched.Context().Value(nil))
 		httptrace.ContextClientTrace(watched.Context()).WroteHeaders()
 		assert.True(t, w.wrote.Load())
 	}
