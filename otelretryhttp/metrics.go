@@ -410,6 +410,12 @@ type attrCache struct {
 	buckets *[destBuckets]atomic.Pointer[dest] // chains, newest first
 	mu      sync.Mutex                         // serialises writers
 	n       atomic.Int64                       // attribute sets kept
+
+	// last is the destination found last: a run of measurements of one
+	// destination, the usual traffic of a client (and the attempt and the
+	// stop of one request), skips the hash and the chain. It is written
+	// only when it changes.
+	last atomic.Pointer[dest]
 }
 
 func newAttrCache() attrCache {
@@ -454,8 +460,13 @@ func (c *attrCache) dest(req *http.Request) *dest {
 	if u := req.URL; u != nil {
 		scheme, host = u.Scheme, u.Host
 	}
+	last := c.last.Load()
+	if last != nil && last.is(host, scheme, req.Method) {
+		return last
+	}
 	chain := &c.buckets[maphash.String(c.seed, host)%destBuckets]
 	if d := chain.Load().find(host, scheme, req.Method); d != nil {
+		c.last.Store(d)
 		return d
 	}
 	if c.n.Load() >= maxCachedAttrs {
@@ -479,11 +490,16 @@ func (c *attrCache) dest(req *http.Request) *dest {
 // or nil.
 func (d *dest) find(host, scheme, method string) *dest {
 	for ; d != nil; d = d.next {
-		if d.host == host && same(d.method, method) && same(d.scheme, scheme) {
+		if d.is(host, scheme, method) {
 			return d
 		}
 	}
 	return nil
+}
+
+// is reports whether d is the dest of the given key.
+func (d *dest) is(host, scheme, method string) bool {
+	return d.host == host && same(d.method, method) && same(d.scheme, scheme)
 }
 
 // same reports whether a == b, comparing with the usual schemes and
