@@ -205,5 +205,7 @@ func (o *observer) report(d Decision) {
 	for _, fn := range o.onDecision {
 		fn(d)
 	}
-	o.log(d)
+	if o.logger != nil { // log.go
+		o.log(d)
+	}
 }
