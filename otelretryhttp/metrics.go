@@ -187,14 +187,19 @@ func (ins *instruments) park(e retryhttp.ParkEvent) {
 }
 
 func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
-	a := ai.Attempt
-	k := subKey{kind: kindAttempt}
+	a := &ai.Attempt
+	d := ins.attrs.dest(a.Req)
+	var opts *attrOpts
 	if a.Res != nil {
-		k.code = a.Res.StatusCode
-	} else if a.Err != nil {
-		k.label = errorType(a)
+		opts = d.status(&ins.attrs, a.Res.StatusCode)
+	} else {
+		k := subKey{kind: kindAttempt}
+		if a.Err != nil {
+			k.label = errorType(*a)
+		}
+		opts = d.get(&ins.attrs, k)
 	}
-	ins.attempts.Add(ctxOf(a.Req), 1, ins.attrs.dest(a.Req).get(&ins.attrs, k).add...)
+	ins.attempts.Add(ctxOf(a.Req), 1, opts.add...)
 }
 
 func (ins *instruments) decision(dc retryhttp.Decision) {
@@ -209,7 +214,7 @@ func (ins *instruments) decision(dc retryhttp.Decision) {
 	if dc.Reason == retryhttp.StopBudgetRefused {
 		ins.refusals.Add(ctx, 1, d.request.add...)
 	}
-	opts := d.get(&ins.attrs, subKey{kind: kindStop, code: int(dc.Reason)})
+	opts := d.stop(&ins.attrs, dc.Reason)
 	ins.requests.Add(ctx, 1, opts.add...)
 	ins.perRequest.Record(ctx, int64(a.Count), opts.rec...)
 	if failed(a) {
@@ -590,6 +595,30 @@ func (d *dest) get(c *attrCache, k subKey) *attrOpts {
 	d.subs.Store(&grown)
 	c.n.Add(1)
 	return o
+}
+
+// status returns d.get(c, subKey{kind: kindAttempt, code: code}): the
+// options of an attempt answered with status code, read from d.ok first,
+// without building a key.
+func (d *dest) status(c *attrCache, code int) *attrOpts {
+	if i := uint(code - 200); i < uint(len(d.ok)) {
+		if o := d.ok[i].Load(); o != nil {
+			return o
+		}
+	}
+	return d.get(c, subKey{kind: kindAttempt, code: code})
+}
+
+// stop returns d.get(c, subKey{kind: kindStop, code: int(r)}): the options
+// of a request that stopped for r, read from d.stops first, without
+// building a key.
+func (d *dest) stop(c *attrCache, r retryhttp.StopReason) *attrOpts {
+	if i := uint(r); i < uint(len(d.stops)) {
+		if o := d.stops[i].Load(); o != nil {
+			return o
+		}
+	}
+	return d.get(c, subKey{kind: kindStop, code: int(r)})
 }
 
 // slot returns the array element that keeps d's set k, or nil if k is
