@@ -374,8 +374,14 @@ func (b *breakers) done(t ticket, req *http.Request, res *http.Response, err err
 	if t.c == nil {
 		return
 	}
-	s := sample(req.Context(), res, err)
+	ctx := req.Context()
 	c := t.c
+	if err == nil && t.p.state == CircuitClosed && !failedStatus(res.StatusCode) && ctx.Err() == nil &&
+		c.phase.Load() == t.p {
+		b.count(t.p, t.age, false) // a success (sample's nil), in the phase that let it through
+		return
+	}
+	s := sample(ctx, res, err)
 	if s != errSampleFailed && t.p.state == CircuitClosed && c.phase.Load() == t.p {
 		if s == nil {
 			b.count(t.p, t.age, false)

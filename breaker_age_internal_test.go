@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -109,4 +110,51 @@ func TestBreakerCountsConcurrentSuccessesOnTheRealClock(t *testing.T) {
 	require.NotZero(t, last, "requests were allowed")
 	assert.LessOrEqual(t, last-1, b.ageNow(p), "the last request allowed is of an age past")
 	assert.False(t, c.idle(), "a circuit used within its window is not idle")
+}
+
+// TestBreakerDoneCountsAsSampleSays gives a closed circuit every kind of
+// outcome and checks that done counts it as sample classifies it: a
+// success, a failure, or nothing (excluded). done takes a short cut for a
+// success; this is what keeps the two in step.
+func TestBreakerDoneCountsAsSampleSays(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	contexts := map[string]context.Context{"live": context.Background(), "canceled": canceled, "expired": expired}
+	errs := map[string]error{"none": nil, "reset": errors.New("reset"), "body": ErrBufferingBody}
+	for cname, ctx := range contexts {
+		for ename, err := range errs {
+			for _, code := range []int{200, 204, 404, 429, 500, 503} {
+				// MinRequests out of reach: the circuit stays closed.
+				b := newBreakers(CircuitBreakerSettings{MinRequests: 1 << 30}, &Transport{})
+				req, rerr := http.NewRequestWithContext(ctx, http.MethodGet, "http://example.test/", nil)
+				require.NoError(t, rerr)
+				var res *http.Response
+				if err == nil {
+					res = &http.Response{StatusCode: code}
+				}
+				tk, aerr := b.allow(req)
+				require.NoError(t, aerr)
+				b.done(tk, req, res, err)
+
+				var successes, failures uint64
+				for i := range tk.p.window {
+					if k := tk.p.window[i].Load(); k != nil {
+						successes += k.successes.Load()
+						failures += k.failures.Load()
+					}
+				}
+				var want [2]uint64
+				switch sample(ctx, res, err) {
+				case nil:
+					want[0] = 1
+				case errSampleFailed:
+					want[1] = 1
+				}
+				assert.Equal(t, want, [2]uint64{successes, failures}, "ctx %s, error %s, status %d", cname, ename, code)
+				assert.Same(t, tk.p, tk.c.phase.Load(), "closed all along")
+			}
+		}
+	}
 }
