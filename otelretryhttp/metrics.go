@@ -203,7 +203,7 @@ func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
 }
 
 func (ins *instruments) decision(dc retryhttp.Decision) {
-	a := dc.Attempt
+	a := &dc.Attempt
 	ctx := ctxOf(a.Req)
 	d := ins.attrs.dest(a.Req)
 	if dc.Retry {
@@ -236,7 +236,7 @@ func (ins *instruments) circuitChanged(host string, _, to retryhttp.CircuitState
 
 // failed reports whether a request that ended with a's outcome failed: an
 // error, or a response with status 429 or 5xx.
-func failed(a retryhttp.Attempt) bool {
+func failed(a *retryhttp.Attempt) bool {
 	switch {
 	case a.Err != nil:
 		return true
