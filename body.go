@@ -40,16 +40,38 @@ type replay struct {
 	// Whether req carries AttemptHeader, if its headers were scanned
 	// already (headerscan.go).
 	callerAttemptKnown, callerAttempt bool
+
+	// asIs says that the first attempt is req itself (request(1)): no
+	// body to replace, no AttemptHeader to number or drop. Set by init.
+	asIs bool
 }
 
 // newReplay decides how req's body is replayed, buffering it if it has no
 // GetBody and might be retried. f holds the facts of req's headers, if
 // scanned. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
-	r := replay{req: req, numbered: s.attemptHeader, callerAttemptKnown: f.scanned, callerAttempt: f.attempt}
-	switch {
-	case req.Body == nil || req.Body == http.NoBody:
-		r.mode = replayNoBody
+	var r replay
+	err := r.init(req, s, f)
+	return r, err
+}
+
+// init is newReplay, made in place: r must be the zero replay.
+func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
+	r.req, r.numbered = req, s.attemptHeader
+	// No header at all: none is AttemptHeader.
+	r.callerAttemptKnown, r.callerAttempt = f.scanned || len(req.Header) == 0, f.attempt
+	if req.Body != nil && req.Body != http.NoBody {
+		if err := r.choose(s); err != nil {
+			return err
+		}
+	} // else replayNoBody
+	r.asIs = r.mode != replayBuffered && r.once == nil && !(r.numbered && r.number(1))
+	return nil
+}
+
+// choose sets the mode of a replay of a request with a body.
+func (r *replay) choose(s *settings) error {
+	switch req := r.req; {
 	case s.maxRetries == 0 || s.preventRetryWithBody:
 		r.mode = replayOnce
 	case req.GetBody != nil:
@@ -57,9 +79,9 @@ func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
 	case s.bodyBufferLimit <= 0:
 		r.mode = replayOnce
 	default:
-		return r, r.buffer(s.bodyBufferLimit)
+		return r.buffer(s.bodyBufferLimit)
 	}
-	return r, nil
+	return nil
 }
 
 // buffer reads up to limit bytes of the body. A body that fits is closed and
@@ -94,6 +116,9 @@ func (r *replay) replayable() bool { return r.mode != replayOnce }
 // the usual case, is the request itself; any other is a shallow copy, made
 // in one allocation with the attempt number's value.
 func (r *replay) request(n int) (*http.Request, error) {
+	if n == 1 && r.asIs {
+		return r.req, nil // the usual case, decided by init
+	}
 	body, err := r.body(n)
 	if err != nil {
 		return nil, err

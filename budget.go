@@ -214,7 +214,7 @@ func (b *RetryBudget) withdraw(req *http.Request) bool {
 // deposit records the outcome of an attempt that sent req, not a first
 // attempt's nor a parked retry's: see settle.
 func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
-	b.settle(req, res, attemptOutcome{}, nil)
+	b.settle(req, res, &attemptOutcome{}, nil)
 }
 
 // attemptOutcome is what settle needs to know of an attempt besides its
@@ -240,7 +240,7 @@ type attemptOutcome struct {
 // than MaxHosts hosts (a host without a state has a full bucket and nothing
 // parked). Without a slot, settle takes no lock, and once the host has a
 // state it does not allocate.
-func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOutcome, l *lease) {
+func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOutcome, l *lease) {
 	if b == nil {
 		return
 	}
@@ -253,6 +253,9 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o attemptOut
 		h = b.hosts.getOrCreate(keyOf(req))
 	default:
 		var found bool
+		if h, found = b.hosts.lastOf(req.URL); found {
+			break // the host of the previous lookup, found without its key
+		}
 		if h, found = b.hosts.getIfRoom(keyOf(req)); !found {
 			return // a host of many, with a full bucket: nothing to record
 		}

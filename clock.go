@@ -120,6 +120,12 @@ func (t *Transport) startAttempt(b *RetryBudget) attemptTimer {
 // outcome returns the attemptOutcome of the attempt timed by w, which
 // settles with b, with its latency and, when known, its end.
 func (w attemptTimer) outcome(t *Transport, b *RetryBudget, o attemptOutcome) attemptOutcome {
+	w.end(t, b, &o)
+	return o
+}
+
+// end is outcome, completing o in place.
+func (w *attemptTimer) end(t *Transport, b *RetryBudget, o *attemptOutcome) {
 	switch {
 	case b == nil:
 	case w.mono:
@@ -128,7 +134,6 @@ func (w attemptTimer) outcome(t *Transport, b *RetryBudget, o attemptOutcome) at
 	default:
 		o.latency = t.clockNow().Sub(w.start)
 	}
-	return o
 }
 
 // clock returns t's clock: the real one unless a test set another.

@@ -158,7 +158,9 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	}()
 	res, err := t.send(req, s.attemptTimeout)
 	sending = false
-	s.budget.settle(req, res, timer.outcome(t, s.budget, attemptOutcome{first: true, timeout: s.attemptTimeout}), nil)
+	ao := attemptOutcome{first: true, timeout: s.attemptTimeout}
+	timer.end(t, s.budget, &ao)
+	s.budget.settle(req, res, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 
 	// 2. The hedge delay passed first: fire coordinates the attempts.
@@ -343,7 +345,9 @@ func (h *hedge) launch(l lease, refund bool) error {
 		defer h.wg.Done()
 		req, timer := sent.WithContext(ctx), h.t.startAttempt(h.s.budget)
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, timer.outcome(h.t, h.s.budget, attemptOutcome{timeout: h.s.attemptTimeout, refund: refund}), &l)
+		o := attemptOutcome{timeout: h.s.attemptTimeout, refund: refund}
+		timer.end(h.t, h.s.budget, &o)
+		h.s.budget.settle(req, res, &o, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"hash/maphash"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,11 @@ func keyOf(req *http.Request) hostKey {
 	if u == nil {
 		return hostKey{}
 	}
-	k := hostKey{scheme: u.Scheme, host: u.Host}
+	return hostKey{scheme: u.Scheme, host: u.Host}.canonical()
+}
+
+// canonical returns k without a port that is empty or its scheme's default.
+func (k hostKey) canonical() hostKey {
 	if i := portColon(k.host); i >= 0 {
 		if port := k.host[i+1:]; port == "" || port == defaultPort(k.scheme) {
 			k.host = k.host[:i]
@@ -136,6 +141,7 @@ type hostEntry[V evictable] struct {
 	value V
 	next  atomic.Pointer[hostEntry[V]] // set before the entry is linked
 	gone  atomic.Bool                  // unlinked: hostMap.last must not find it
+	plain bool                         // key.canonical() == key: see lastOf
 }
 
 // newHostMap returns a map of about maxHosts (≥ 1) entries whose missing
@@ -183,6 +189,20 @@ func (h *hostMap[V]) get(k hostKey) (V, bool) {
 	}
 	h.last.Store(e)
 	return e.value, true
+}
+
+// lastOf returns the value of the last entry found if it is the entry of
+// u's host, recognised without making u's key: u's scheme and host as they
+// are equal the entry's key, and that key is canonical (plain). keyOf's
+// key of u is then the entry's own, so get would return the same value;
+// for a URL spelled otherwise (a default port) it reports false and the
+// caller makes the key. It takes no lock and does not allocate.
+func (h *hostMap[V]) lastOf(u *url.URL) (V, bool) {
+	if e := h.last.Load(); e != nil && u != nil && e.plain && e.key.host == u.Host && sameScheme(e.key.scheme, u.Scheme) && !e.gone.Load() {
+		return e.value, true
+	}
+	var zero V
+	return zero, false
 }
 
 func (s *hostShard[V]) get(hash uint64, k hostKey) (V, bool) {
@@ -254,6 +274,7 @@ func (h *hostMap[V]) create(hash uint64, s *hostShard[V], k hostKey) V {
 		h.total.Add(1) // else one out, one in: the total stays
 	}
 	e := &hostEntry[V]{key: k.clone()}
+	e.plain = e.key.canonical() == e.key
 	e.value = h.newValue(e.key)
 	head := chain(*t, hash)
 	e.next.Store(head.Load())

@@ -116,7 +116,17 @@ func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Reques
 func (s *settings) keyedFor(req *http.Request, f *headerFacts, watchable bool) (*http.Request, idempotency, error) {
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
-	// no key and is guessed idempotent whatever its headers.
+	// no key and is guessed idempotent whatever its headers. A GET is
+	// told inline.
+	if s.ownPolicy && req.Method == http.MethodGet {
+		return req, idempotency{guessed: true}, nil
+	}
+	return s.keyedOther(req, f, watchable)
+}
+
+// keyedOther is keyedFor for any request but a GET under a policy of this
+// package.
+func (s *settings) keyedOther(req *http.Request, f *headerFacts, watchable bool) (*http.Request, idempotency, error) {
 	idempotentMethod := defaultIdempotentMethod(req.Method)
 	if s.ownPolicy && idempotentMethod {
 		return req, idempotency{guessed: true}, nil
@@ -473,7 +483,15 @@ func (w *writeWatch) reset() {
 
 // mark returns err, marked if the request had been written before it.
 func (w *writeWatch) mark(err error) error {
-	if w == nil || err == nil || !w.wrote.Load() || !(IsDNSErr(err) || isDialErr(err)) {
+	if w == nil || err == nil {
+		return err // inline: nothing watched, or nothing to mark
+	}
+	return w.marked(err)
+}
+
+// marked is mark of a watched attempt's error.
+func (w *writeWatch) marked(err error) error {
+	if !w.wrote.Load() || !(IsDNSErr(err) || isDialErr(err)) {
 		return err
 	}
 	return errWrittenFirst{err}

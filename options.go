@@ -232,8 +232,13 @@ func option(p patch) Option {
 // options, resolved on first use. They must not be modified.
 func (t *Transport) base() *settings {
 	if s := t.resolved.Load(); s != nil {
-		return s
+		return s // inline: resolved already
 	}
+	return t.resolve()
+}
+
+// resolve is base on first use.
+func (t *Transport) resolve() *settings {
 	s := defaultSettings()
 	for _, p := range t.patches {
 		p(&s)
@@ -250,6 +255,16 @@ func (t *Transport) base() *settings {
 // settings returned must not be modified.
 func (t *Transport) settings(req *http.Request, own *settings) *settings {
 	s := t.base()
+	if t.destinations == nil && !overridesMade.Load() {
+		return s // no policy, and no context has overrides
+	}
+	return t.patched(req, s, own)
+}
+
+// patched is settings for a transport with destination policies, or in a
+// process where some context has overrides: s, the transport's settings,
+// or own, made a copy of them patched.
+func (t *Transport) patched(req *http.Request, s, own *settings) *settings {
 	var p *destPolicy
 	if t.destinations != nil {
 		p = t.destinations.lookup(req)

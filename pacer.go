@@ -126,7 +126,7 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 // slot returns the slot of time at, emptied if it held an older one.
 func (st *hostStats) slot(at int64) *statsSlot {
 	e := at / int64(statSlot)
-	s := &st.slots[e%statSlots]
+	s := &st.slots[uint64(e)%statSlots] // at ≥ 0: the slot e%statSlots, masked
 	if old := s.epoch.Load(); old != e && s.epoch.CompareAndSwap(old, e) {
 		s.ok.Store(0)
 		s.fail.Store(0)

@@ -39,6 +39,9 @@ func WithPrepareRetry(fn func(*http.Request) error) Option {
 // its own body from the replay, and, for a retry, what the PrepareRetry hook
 // made of a copy of its own.
 func (t *Transport) attemptRequest(body *replay, n int) (*http.Request, error) {
+	if n == 1 && body.asIs {
+		return body.req, nil // the request itself, as replay.request would say
+	}
 	req, err := body.request(n)
 	if err != nil || n == 1 || t.prepareRetry == nil {
 		return req, err

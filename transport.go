@@ -139,8 +139,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, refused
 		}
 	}
-	var own settings           // what req runs with, if not the transport's settings
-	s := t.settings(req, &own) // once: one destination policy throughout
+	s := t.base() // what req runs with, once: one destination policy throughout
+	if t.destinations != nil || overridesMade.Load() {
+		var own settings // if a policy or overrides apply: a patched copy
+		s = t.settings(req, &own)
+	}
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
@@ -170,8 +173,8 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	body, err := newReplay(req, s, &facts)
-	if err != nil {
+	var body replay // each attempt's request, with a body of its own (body.go)
+	if err := body.init(req, s, &facts); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
 	if s.hedges(idem, &body) {
@@ -202,14 +205,21 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		timer := t.startAttempt(s.budget)
 		res, err := t.send(sent, s.attemptTimeout)
 		err = w.mark(err)
-		s.budget.settle(sent, res, timer.outcome(t, s.budget, attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}), &l)
-		a := t.newAttempt(s, idem, count, sent, res, err)
-		t.obs.reportAttempt(a, s.maxRetries, false)
+		o := attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}
+		timer.end(t, s.budget, &o)
+		s.budget.settle(sent, res, &o, &l)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
 		// retry), or out of retries: the last response as it is, or the
 		// last error marked as such. Otherwise it is worth another attempt.
+		// An answer under this package's policies is final whatever else
+		// is known: without hooks to see it, no Attempt is built for it.
+		if t.obs == nil && s.final(res, err) {
+			return res, ending{StopSuccess, count}, err
+		}
+		a := t.newAttempt(s, idem, count, sent, res, err)
+		t.obs.reportAttempt(a, s.maxRetries, false)
 		if why := s.judge(a, body.replayable(), count); why != 0 {
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}

@@ -1,0 +1,169 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The retry loop's fast paths for a request's first attempt (transport.go):
+// an outcome that settings.final says is final returns before an Attempt is
+// built, when no hook would see it. These tests prove the shortcut answers
+// as judge does, and that hooks still see every attempt.
+
+// TestFinalIsJudgesFirstStep checks that final holds exactly when judge
+// returns StopSuccess by its first step: for every status, with and
+// without an error, under a policy of this package or another, whatever
+// the retry count and the body.
+func TestFinalIsJudgesFirstStep(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+	retryAll := func(Attempt) bool { return true }
+	for code := 100; code < 600; code++ {
+		for _, err := range []error{nil, errors.New("boom")} {
+			for _, own := range []bool{true, false} {
+				s := defaultSettings()
+				if !own {
+					s.shouldRetry, s.ownPolicy = retryAll, false
+				}
+				res := &http.Response{StatusCode: code, Header: http.Header{}}
+				a := Attempt{Count: 1, Req: req, Res: res, Err: err}
+				if s.final(res, err) {
+					for _, replayable := range []bool{true, false} {
+						require.Equal(t, StopSuccess, s.judge(a, replayable, 1), "%d %v %v", code, err, own)
+					}
+				}
+				// Under a policy that retries everything, what is not final
+				// is retried: final is the whole of judge's first step.
+				if !own && err == nil {
+					require.Equal(t, code == http.StatusSwitchingProtocols, s.final(res, err), "%d", code)
+					if code != http.StatusSwitchingProtocols {
+						require.Zero(t, s.judge(a, true, 1), "%d", code)
+					}
+				}
+			}
+		}
+	}
+	s := defaultSettings()
+	assert.False(t, s.final(nil, errors.New("boom")), "an error is never final by the first step")
+	assert.True(t, s.final(&http.Response{StatusCode: 204}, nil))
+	assert.False(t, s.final(&http.Response{StatusCode: 503}, nil))
+}
+
+// TestFirstAttemptFastPathSameOutcome sends a request answered 200 and 304
+// (final by the fast path), 404 (not retried, by the policy) and 503 then
+// 200 (retried),
+// through transports without hooks (the fast path) and with them, and
+// checks that both return the same response and stop reason, that the
+// hooks see one attempt per attempt, and that the budget records the
+// successes in either case.
+func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		statuses []int
+		want     int
+		attempts int
+		stop     StopReason
+	}{
+		{"200", []int{200}, 200, 1, StopSuccess},
+		{"304", []int{304}, 304, 1, StopSuccess},
+		{"404", []int{404}, 404, 1, StopNotRetryable},
+		{"503 then 200", []int{503, 200}, 200, 2, StopSuccess},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				i := min(int(n.Add(1))-1, len(tt.statuses)-1)
+				w.WriteHeader(tt.statuses[i])
+			}))
+			t.Cleanup(srv.Close)
+			var stops []StopReason
+			var attempts int
+			withHooks := []Option{
+				WithOnAttempt(func(AttemptInfo) { attempts++ }),
+				WithOnRetryDecision(func(d Decision) {
+					if !d.Retry {
+						stops = append(stops, d.Reason)
+					}
+				}),
+			}
+			for _, hooked := range []bool{false, true} {
+				n.Store(0)
+				b := NewRetryBudget(RetryBudgetOptions{})
+				opts := []Option{WithTransport(srv.Client().Transport), WithRetryBudget(b)}
+				if hooked {
+					opts = append(opts, withHooks...)
+				}
+				tr := New(opts...)
+				tr.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+				res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+				require.NoError(t, err)
+				res.Body.Close()
+				assert.Equal(t, tt.want, res.StatusCode, "hooks %v", hooked)
+				assert.Equal(t, int32(tt.attempts), n.Load(), "hooks %v", hooked)
+				h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+				require.True(t, ok)
+				okN, failN, _, _ := h.stats.recent(b.clock())
+				wantOK := int64(1)
+				if tt.attempts > 1 {
+					wantOK = 0 // the success is a retry's, not a first attempt's
+				}
+				assert.Equal(t, wantOK, okN, "hooks %v: first attempts' successes", hooked)
+				assert.Equal(t, int64(tt.attempts-1), failN, "hooks %v", hooked)
+			}
+			assert.Equal(t, tt.attempts, attempts, "the hooks see every attempt")
+			assert.Equal(t, []StopReason{tt.stop}, stops)
+		})
+	}
+}
+
+// TestFirstAttemptSentAsItIs checks the first attempt's shortcut in
+// replay.request: a request without a body to replace and without the
+// caller's AttemptHeader (under any case of its name) is sent as it is;
+// any other first attempt is a copy without the caller's header, as
+// before; and a request without headers never needs a lookup for it.
+func TestFirstAttemptSentAsItIs(t *testing.T) {
+	s := defaultSettings()
+	for _, tt := range []struct {
+		name   string
+		header http.Header
+		asIs   bool
+	}{
+		{"no header", nil, true},
+		{"empty header", http.Header{}, true},
+		{"other headers", http.Header{"Accept": {"*/*"}}, true},
+		{"caller's AttemptHeader", http.Header{AttemptHeader: {"7"}}, false},
+		{"caller's AttemptHeader, lower case", http.Header{"retry-attempt": {"7"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
+			req.Header = tt.header
+			before := tt.header.Clone()
+			var f headerFacts
+			got, idem, err := s.keyedScanned(req, &f)
+			require.NoError(t, err)
+			r, err := newReplay(got, &s, &f)
+			require.NoError(t, err)
+			sent, err := r.request(1)
+			require.NoError(t, err)
+			if tt.asIs {
+				assert.Same(t, req, sent)
+			} else {
+				assert.NotSame(t, req, sent)
+				_, has := lookupHeader(sent.Header, AttemptHeader)
+				assert.False(t, has, "the caller's AttemptHeader is not sent")
+				assert.Equal(t, before, req.Header, "the caller's request is untouched")
+			}
+			assert.True(t, idem.guessed)
+			second, err := r.request(2)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"2"}, second.Header[AttemptHeader], "a retry is numbered")
+		})
+	}
+}
