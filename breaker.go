@@ -284,6 +284,20 @@ func (b *breakers) age(p *phase, now time.Time) uint64 {
 	return 0
 }
 
+// ageNow returns the age of p now: the number of whole periods from its
+// start to the time of the Transport's Clock. On the real clock it reads
+// the monotonic clock alone, as time.Since does (p.start, read from the
+// real clock, has a monotonic reading), not the wall clock as well.
+func (b *breakers) ageNow(p *phase) uint64 {
+	if b.clock.now != nil || b.clock.clk != nil {
+		return b.age(p, b.now())
+	}
+	if d := time.Since(p.start); d > 0 {
+		return uint64(d / b.period)
+	}
+	return 0
+}
+
 // observe makes b call hooks, too, on every change of state. It must be
 // called before b is used. A nil b has no state to report.
 func (b *breakers) observe(hooks []func(host string, from, to CircuitState)) {
@@ -317,10 +331,10 @@ func (b *breakers) stateChanged(host string, from, to CircuitState) {
 // answers without a lock.
 func (b *breakers) allow(req *http.Request) (ticket, error) {
 	c := b.hosts.getOrCreate(keyOf(req))
-	now := b.now()
 	if p := c.phase.Load(); p.state == CircuitClosed {
-		return ticket{c, p, p.allowed(b.age(p, now))}, nil
+		return ticket{c, p, p.allowed(b.ageNow(p))}, nil
 	}
+	now := b.now()
 	c.mu.Lock()
 	p := c.current(now)
 	t, ok := ticket{c, p, 0}, true
@@ -360,8 +374,14 @@ func (b *breakers) done(t ticket, req *http.Request, res *http.Response, err err
 	if t.c == nil {
 		return
 	}
-	s := sample(req.Context(), res, err)
+	ctx := req.Context()
 	c := t.c
+	if err == nil && t.p.state == CircuitClosed && !failedStatus(res.StatusCode) && ctx.Err() == nil &&
+		c.phase.Load() == t.p {
+		b.count(t.p, t.age, false) // a success (sample's nil), in the phase that let it through
+		return
+	}
+	s := sample(ctx, res, err)
 	if s != errSampleFailed && t.p.state == CircuitClosed && c.phase.Load() == t.p {
 		if s == nil {
 			b.count(t.p, t.age, false)

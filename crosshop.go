@@ -160,11 +160,17 @@ type pushbackWriter struct {
 // pushback tells the Pushback of req's inbound request, if any, that req,
 // which ran with s, ended as end says, with res. Only give-ups and
 // signalled failures are reported, so a request that succeeds looks up
-// nothing.
+// nothing: it ended with a status below 400 (StopSuccess), neither a
+// give-up nor a failed status, and is not looked at past this inlined
+// check.
 func (s *settings) pushback(req *http.Request, end ending, res *http.Response) {
-	if !s.retrySignal {
-		return
+	if s.retrySignal && end.why != StopSuccess {
+		s.pushbackEnded(req, end, res)
 	}
+}
+
+// pushbackEnded is pushback for a request that did not succeed.
+func (s *settings) pushbackEnded(req *http.Request, end ending, res *http.Response) {
 	signalled := res != nil && failedStatus(res.StatusCode) && HasRetrySignal(res.Header)
 	if !signalled && !end.why.GaveUp() {
 		return

@@ -17,40 +17,27 @@ type headerFacts struct {
 	key, xKey       bool // and their first values are not empty
 }
 
-// scanHeader returns the facts of h. The names under their canonical
-// spelling are looked up first; only a header with other names as well is
-// walked, for the names under other spellings.
+// scanHeader returns the facts of h, in one walk of the map, whose entries
+// are told apart by the length of their names first: three lookups would
+// hash each name, and a map with any other header (a POST's Content-Type)
+// would be walked anyway, for the names under other spellings. A name
+// under its canonical spelling wins over the same name otherwise spelled,
+// as with lookupHeader.
 func scanHeader(h http.Header) headerFacts {
 	f := headerFacts{scanned: true}
 	if len(h) == 0 {
-		return f
-	}
-	found := 0
-	if _, ok := h[AttemptHeader]; ok {
-		f.attempt = true
-		found++
-	}
-	if v, ok := h[DefaultIdempotencyKeyHeader]; ok {
-		f.hasKey, f.key = true, len(v) > 0 && v[0] != ""
-		found++
-	}
-	if v, ok := h["X-Idempotency-Key"]; ok {
-		f.hasXKey, f.xKey = true, len(v) > 0 && v[0] != ""
-		found++
-	}
-	if found == len(h) {
-		return f
+		return f // not even the start of a walk
 	}
 	for k, v := range h {
 		switch len(k) {
 		case len(AttemptHeader):
-			f.attempt = f.attempt || strings.EqualFold(k, AttemptHeader)
+			f.attempt = f.attempt || k == AttemptHeader || strings.EqualFold(k, AttemptHeader)
 		case len(DefaultIdempotencyKeyHeader):
-			if !f.hasKey && strings.EqualFold(k, DefaultIdempotencyKeyHeader) {
+			if k == DefaultIdempotencyKeyHeader || !f.hasKey && strings.EqualFold(k, DefaultIdempotencyKeyHeader) {
 				f.key, f.hasKey = len(v) > 0 && v[0] != "", true
 			}
 		case len("X-Idempotency-Key"):
-			if !f.hasXKey && strings.EqualFold(k, "X-Idempotency-Key") {
+			if k == "X-Idempotency-Key" || !f.hasXKey && strings.EqualFold(k, "X-Idempotency-Key") {
 				f.xKey, f.hasXKey = len(v) > 0 && v[0] != "", true
 			}
 		}

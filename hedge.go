@@ -146,7 +146,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	} else {
 		h.timer.Reset(s.hedgeDelay)
 	}
-	req, start := sent.WithContext(actx), t.clock().Now()
+	req, timer := sent.WithContext(actx), t.startAttempt(s.budget) // clock.go
 	sending := true
 	defer func() {
 		// A base transport that panicked after the hedge delay passed:
@@ -158,7 +158,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	}()
 	res, err := t.send(req, s.attemptTimeout)
 	sending = false
-	s.budget.settle(req, res, attemptOutcome{first: true, latency: t.clock().Now().Sub(start), timeout: s.attemptTimeout}, nil)
+	s.budget.settle(req, res, timer.outcome(t, s.budget, attemptOutcome{first: true, timeout: s.attemptTimeout}), nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 
 	// 2. The hedge delay passed first: fire coordinates the attempts.
@@ -341,9 +341,9 @@ func (h *hedge) launch(l lease, refund bool) error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		req, start := sent.WithContext(ctx), h.t.clock().Now()
+		req, timer := sent.WithContext(ctx), h.t.startAttempt(h.s.budget)
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		h.s.budget.settle(req, res, attemptOutcome{latency: h.t.clock().Now().Sub(start), timeout: h.s.attemptTimeout, refund: refund}, &l)
+		h.s.budget.settle(req, res, timer.outcome(h.t, h.s.budget, attemptOutcome{timeout: h.s.attemptTimeout, refund: refund}), &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

@@ -107,6 +107,13 @@ func (s *settings) keyed(req *http.Request) (*http.Request, idempotency, error) 
 // it looked (headerscan.go): each header is then looked up once per
 // request.
 func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
+	return s.keyedFor(req, f, false)
+}
+
+// keyedFor is keyedScanned for a request whose writes may be watched
+// (watchWrites), if watchable: a request copy that gets a key then has
+// room for the watch, in the same allocation.
+func (s *settings) keyedFor(req *http.Request, f *headerFacts, watchable bool) (*http.Request, idempotency, error) {
 	// The usual case first: with a policy of this package that guesses by
 	// the default methods (settings.ownPolicy), an idempotent method needs
 	// no key and is guessed idempotent whatever its headers.
@@ -115,7 +122,10 @@ func (s *settings) keyedScanned(req *http.Request, f *headerFacts) (*http.Reques
 		return req, idempotency{guessed: true}, nil
 	}
 	*f = scanHeader(req.Header)
-	req, injected, err := s.withIdempotencyKey(req, idempotentMethod, f)
+	// An injected key makes the request guessed idempotent, and so never
+	// watched, by the default rules when keys are honoured.
+	room := watchable && !(s.ownPolicy && s.idempotencyKeysHonored)
+	req, injected, err := s.withIdempotencyKey(req, idempotentMethod, f, room)
 	if err != nil {
 		return req, idempotency{}, err
 	}
@@ -142,8 +152,8 @@ func defaultIdempotentMethod(method string) bool {
 // it needs a key, a shallow copy of it with its own headers and a fresh key.
 // It reports whether it injected a key. idempotentMethod says whether req's
 // method is one of the default idempotent methods; f holds the facts of
-// req's headers.
-func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, f *headerFacts) (*http.Request, bool, error) {
+// req's headers. room asks for a copy with room for the write watch.
+func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, f *headerFacts, room bool) (*http.Request, bool, error) {
 	if !s.idempotencyKeys || idempotentMethod || f.carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
@@ -151,9 +161,16 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 	if err != nil {
 		return req, false, fmt.Errorf("retryhttp: generating an idempotency key: %w", err)
 	}
-	// One allocation for the copy and the key's value slice; the header
-	// map has room for the key.
-	r := &keyedRequest{Request: *req}
+	// One allocation for the copy, the key's value slice and text, and,
+	// if asked, the write watch; the header map has room for the key.
+	var r *keyedRequest
+	if room {
+		w := &watchedKeyedRequest{keyedRequest: keyedRequest{Request: *req}}
+		r = &w.keyedRequest
+		r.watch = &w.watch
+	} else {
+		r = &keyedRequest{Request: *req}
+	}
 	formatKey(&r.text, &key)
 	// The value's bytes live in r, never written again: no allocation of
 	// their own, and alive as long as the request copy is.
@@ -179,6 +196,22 @@ type keyedRequest struct {
 	http.Request
 	value [1]string
 	text  [36]byte
+	watch *writeWatch // the room for the write watch (watchedKeyedRequest), or nil
+}
+
+// watchedKeyedRequest is a keyedRequest with room for the watch of its
+// writes, in one allocation: for requests whose writes may be watched
+// (keyedFor), so that a request sent through *http.Transport, never
+// watched, does not carry the room.
+type watchedKeyedRequest struct {
+	keyedRequest
+	watch writeWatch
+}
+
+// keyedOf returns the keyedRequest whose Request req is: req must be the
+// request that withIdempotencyKey returned with a key it injected.
+func keyedOf(req *http.Request) *keyedRequest {
+	return (*keyedRequest)(unsafe.Pointer(req)) // Request is its first field
 }
 
 // canonicalKeyName is http.CanonicalHeaderKey(name), without its cost for
@@ -220,18 +253,35 @@ func keyString(key *uuid.UUID) string {
 	return string(buf[:])
 }
 
-// formatKey writes the canonical form of key to buf.
+// formatKey writes the canonical form of key to buf, each byte at its
+// place: no loop, no branch, no bounds check.
 func formatKey(buf *[36]byte, key *uuid.UUID) {
+	putHex(buf, 0, key[0])
+	putHex(buf, 2, key[1])
+	putHex(buf, 4, key[2])
+	putHex(buf, 6, key[3])
+	buf[8] = '-'
+	putHex(buf, 9, key[4])
+	putHex(buf, 11, key[5])
+	buf[13] = '-'
+	putHex(buf, 14, key[6])
+	putHex(buf, 16, key[7])
+	buf[18] = '-'
+	putHex(buf, 19, key[8])
+	putHex(buf, 21, key[9])
+	buf[23] = '-'
+	putHex(buf, 24, key[10])
+	putHex(buf, 26, key[11])
+	putHex(buf, 28, key[12])
+	putHex(buf, 30, key[13])
+	putHex(buf, 32, key[14])
+	putHex(buf, 34, key[15])
+}
+
+// putHex writes b in two lower-case hexadecimal digits at buf[j:j+2].
+func putHex(buf *[36]byte, j int, b byte) {
 	const digits = "0123456789abcdef"
-	j := 0
-	for i, b := range key {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			buf[j] = '-'
-			j++
-		}
-		buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
-		j += 2
-	}
+	buf[j], buf[j+1] = digits[b>>4], digits[b&0x0f]
 }
 
 // keyRand is the batch of random bytes that keys are cut from.
@@ -247,15 +297,16 @@ type randBatch struct {
 
 // read fills u with bytes never handed out before.
 func (b *randBatch) read(u *uuid.UUID) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.mu.Lock() // unlocked on each return: a deferred call costs more than this body
 	if b.left < len(u) {
 		if _, err := rand.Read(b.buf[:]); err != nil {
+			b.mu.Unlock()
 			return err
 		}
 		b.left = len(b.buf)
 	}
 	b.left -= copy(u[:], b.buf[len(b.buf)-b.left:])
+	b.mu.Unlock()
 	return nil
 }
 
@@ -324,10 +375,56 @@ func (t *Transport) baseReplaysOnlyUnsent() bool {
 }
 
 // writeWatch records whether the current attempt's request headers were
-// written to a connection, by any send of that attempt.
+// written to a connection, by any send of that attempt. It is also the
+// context of the watched request: it answers httptrace's lookup of the
+// client trace with its own trace, and every other lookup, Done, Deadline
+// and Err from the request's context, which it embeds. So the watch, its
+// trace and the context that carries the trace are one allocation, where
+// httptrace.WithClientTrace would add a context of its own.
 type writeWatch struct {
-	trace httptrace.ClientTrace
-	wrote atomic.Bool
+	context.Context // the request's context, or that context with the caller's trace composed with ours
+	trace           httptrace.ClientTrace
+	wrote           atomic.Bool
+	closure         wroteClosure // of trace.WroteHeaders (watchfunc.go)
+}
+
+// Value returns the watch's trace for httptrace's key, and otherwise what
+// the request's context holds.
+func (w *writeWatch) Value(key any) any {
+	if key == clientTraceKey && key != nil {
+		return &w.trace
+	}
+	return w.Context.Value(key)
+}
+
+// String names the watch as the context package names its contexts: the
+// parent's name, then what the watch adds.
+func (w *writeWatch) String() string {
+	parent := fmt.Sprintf("%T", w.Context)
+	if s, ok := w.Context.(fmt.Stringer); ok {
+		parent = s.String()
+	}
+	return parent + ".WithValue(retryhttp write watch)"
+}
+
+// clientTraceKey is the key under which httptrace.ContextClientTrace looks
+// its trace up in a context, as asked of a context that records it
+// (keySpy), or nil if it asked none.
+var clientTraceKey = func() any {
+	var spy keySpy
+	httptrace.ContextClientTrace(&spy)
+	return spy.key
+}()
+
+// keySpy is a context that records the key it is last asked for.
+type keySpy struct {
+	context.Context
+	key any
+}
+
+func (s *keySpy) Value(key any) any {
+	s.key = key
+	return nil
 }
 
 // watchedRequest is a copy of a request with the watch of its writes, in
@@ -342,19 +439,28 @@ type watchedRequest struct {
 // called once per request: every attempt's request is req or a copy of it
 // (replay), and carries its context; the watch is reset before each
 // attempt (reset). own says that req is the transport's copy with an
-// injected key (keyedRequest), which then carries the context itself;
-// otherwise the copy of req lives with the watch.
+// injected key (keyedRequest), which then carries the context itself,
+// and the watch too if it has room for it; otherwise the copy of req
+// lives with the watch.
 func watchWrites(req *http.Request, own bool) (*http.Request, *writeWatch) {
 	var w *writeWatch
 	r := req
 	if own {
-		w = &writeWatch{}
+		if w = keyedOf(req).watch; w == nil {
+			w = &writeWatch{}
+		}
 	} else {
 		c := &watchedRequest{Request: *req}
 		w, r = &c.watch, &c.Request
 	}
-	w.trace.WroteHeaders = func() { w.wrote.Store(true) }
-	*r = *r.WithContext(httptrace.WithClientTrace(req.Context(), &w.trace))
+	w.setWroteHeaders()
+	w.Context = req.Context()
+	if clientTraceKey == nil || httptrace.ContextClientTrace(w.Context) != nil {
+		// The caller's trace is composed with ours by httptrace, and
+		// the key, if unknown, looked up in its context.
+		w.Context = httptrace.WithClientTrace(w.Context, &w.trace)
+	}
+	*r = *r.WithContext(w)
 	return r, w
 }
 

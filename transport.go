@@ -162,8 +162,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	var facts headerFacts                         // of req's headers, looked up once (headerscan.go)
-	req, idem, err := s.keyedScanned(req, &facts) // idempotency.go: once per request
+	var facts headerFacts // of req's headers, looked up once (headerscan.go)
+	// Whether the writes of this request may be watched (below).
+	watchable := s.maxRetries > 0 && !t.baseReplaysOnlyUnsent()
+	req, idem, err := s.keyedFor(req, &facts, watchable) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
@@ -178,8 +180,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
 	// replay them (idempotency.go).
-	watch := s.maxRetries > 0 && body.replayable() && !t.baseReplaysOnlyUnsent() &&
-		!idem.guessed
+	watch := watchable && body.replayable() && !idem.guessed
 	var w *writeWatch
 	if watch {
 		body.req, w = watchWrites(body.req, idem.injected)

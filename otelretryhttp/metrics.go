@@ -187,18 +187,23 @@ func (ins *instruments) park(e retryhttp.ParkEvent) {
 }
 
 func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
-	a := ai.Attempt
-	k := subKey{kind: kindAttempt}
+	a := &ai.Attempt
+	d := ins.attrs.dest(a.Req)
+	var opts *attrOpts
 	if a.Res != nil {
-		k.code = a.Res.StatusCode
-	} else if a.Err != nil {
-		k.label = errorType(a)
+		opts = d.status(&ins.attrs, a.Res.StatusCode)
+	} else {
+		k := subKey{kind: kindAttempt}
+		if a.Err != nil {
+			k.label = errorType(*a)
+		}
+		opts = d.get(&ins.attrs, k)
 	}
-	ins.attempts.Add(ctxOf(a.Req), 1, ins.attrs.dest(a.Req).get(&ins.attrs, k).add...)
+	ins.attempts.Add(ctxOf(a.Req), 1, opts.add...)
 }
 
 func (ins *instruments) decision(dc retryhttp.Decision) {
-	a := dc.Attempt
+	a := &dc.Attempt
 	ctx := ctxOf(a.Req)
 	d := ins.attrs.dest(a.Req)
 	if dc.Retry {
@@ -209,7 +214,7 @@ func (ins *instruments) decision(dc retryhttp.Decision) {
 	if dc.Reason == retryhttp.StopBudgetRefused {
 		ins.refusals.Add(ctx, 1, d.request.add...)
 	}
-	opts := d.get(&ins.attrs, subKey{kind: kindStop, code: int(dc.Reason)})
+	opts := d.stop(&ins.attrs, dc.Reason)
 	ins.requests.Add(ctx, 1, opts.add...)
 	ins.perRequest.Record(ctx, int64(a.Count), opts.rec...)
 	if failed(a) {
@@ -231,7 +236,7 @@ func (ins *instruments) circuitChanged(host string, _, to retryhttp.CircuitState
 
 // failed reports whether a request that ended with a's outcome failed: an
 // error, or a response with status 429 or 5xx.
-func failed(a retryhttp.Attempt) bool {
+func failed(a *retryhttp.Attempt) bool {
 	switch {
 	case a.Err != nil:
 		return true
@@ -410,6 +415,12 @@ type attrCache struct {
 	buckets *[destBuckets]atomic.Pointer[dest] // chains, newest first
 	mu      sync.Mutex                         // serialises writers
 	n       atomic.Int64                       // attribute sets kept
+
+	// last is the destination found last: a run of measurements of one
+	// destination, the usual traffic of a client (and the attempt and the
+	// stop of one request), skips the hash and the chain. It is written
+	// only when it changes.
+	last atomic.Pointer[dest]
 }
 
 func newAttrCache() attrCache {
@@ -454,8 +465,13 @@ func (c *attrCache) dest(req *http.Request) *dest {
 	if u := req.URL; u != nil {
 		scheme, host = u.Scheme, u.Host
 	}
+	last := c.last.Load()
+	if last != nil && last.is(host, scheme, req.Method) {
+		return last
+	}
 	chain := &c.buckets[maphash.String(c.seed, host)%destBuckets]
 	if d := chain.Load().find(host, scheme, req.Method); d != nil {
+		c.last.Store(d)
 		return d
 	}
 	if c.n.Load() >= maxCachedAttrs {
@@ -479,11 +495,16 @@ func (c *attrCache) dest(req *http.Request) *dest {
 // or nil.
 func (d *dest) find(host, scheme, method string) *dest {
 	for ; d != nil; d = d.next {
-		if d.host == host && same(d.method, method) && same(d.scheme, scheme) {
+		if d.is(host, scheme, method) {
 			return d
 		}
 	}
 	return nil
+}
+
+// is reports whether d is the dest of the given key.
+func (d *dest) is(host, scheme, method string) bool {
+	return d.host == host && same(d.method, method) && same(d.scheme, scheme)
 }
 
 // same reports whether a == b, comparing with the usual schemes and
@@ -574,6 +595,30 @@ func (d *dest) get(c *attrCache, k subKey) *attrOpts {
 	d.subs.Store(&grown)
 	c.n.Add(1)
 	return o
+}
+
+// status returns d.get(c, subKey{kind: kindAttempt, code: code}): the
+// options of an attempt answered with status code, read from d.ok first,
+// without building a key.
+func (d *dest) status(c *attrCache, code int) *attrOpts {
+	if i := uint(code - 200); i < uint(len(d.ok)) {
+		if o := d.ok[i].Load(); o != nil {
+			return o
+		}
+	}
+	return d.get(c, subKey{kind: kindAttempt, code: code})
+}
+
+// stop returns d.get(c, subKey{kind: kindStop, code: int(r)}): the options
+// of a request that stopped for r, read from d.stops first, without
+// building a key.
+func (d *dest) stop(c *attrCache, r retryhttp.StopReason) *attrOpts {
+	if i := uint(r); i < uint(len(d.stops)) {
+		if o := d.stops[i].Load(); o != nil {
+			return o
+		}
+	}
+	return d.get(c, subKey{kind: kindStop, code: int(r)})
 }
 
 // slot returns the array element that keeps d's set k, or nil if k is
