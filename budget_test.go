@@ -215,7 +215,8 @@ func TestBudgetEvictsAFullBucketFirst(t *testing.T) {
 
 func TestBudgetDeadBackend(t *testing.T) {
 	srv := deadServer(t)
-	c := newClient(t)
+	// The parked retries wait out MaxWait in microseconds (onFakeTime).
+	c := newClient(t, onFakeTime())
 
 	const requests = 2000
 	getMany(t, c, srv.URL, requests, 8)

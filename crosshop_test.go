@@ -351,7 +351,9 @@ func TestPushbackConcurrent(t *testing.T) {
 		"dead": newCountingServer(t, always(503)).URL,
 		"ok":   newCountingServer(t, always(200)).URL,
 	}
-	tr := newTransport(t, noDelay)
+	// The dead backend's parked retries wait out MaxWait in microseconds
+	// (onFakeTime).
+	tr := newTransport(t, noDelay, onFakeTime())
 	front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		statuses := map[string]int{}
 		var mu sync.Mutex

@@ -18,6 +18,8 @@ import (
 // connections closed) cost no request: each is one attempt for the policy,
 // read once by the server, whole. net/http replays a request sent on a
 // connection the server had already closed; this transport never sees it.
+// The cases run in parallel, each with a server and transports of its own:
+// their idle pauses (20 requests each, 10 to 30ms apart) overlap.
 func TestConnectionsClosedBetweenRequests(t *testing.T) {
 	const perKind = 20
 	tests := []struct {
@@ -43,6 +45,7 @@ func TestConnectionsClosedBetweenRequests(t *testing.T) {
 	for _, tt := range tests {
 		for _, k := range requestKinds {
 			t.Run(tt.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
 				var sums bodySums
 				srv, base := tt.start(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 					sums.read(r)

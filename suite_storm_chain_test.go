@@ -26,6 +26,11 @@ type chainConfig struct {
 	bare     int                // the server (1 to 5) without Pushback; 0: none
 	bareOpts []retryhttp.Option // more options for the bare server's Transport
 	none     bool               // no server has Pushback
+	// fakeTime gives every Transport a clock of its own, and its budget,
+	// that jump to the end of every wait (onFakeTime): a dead tail's
+	// parked retries then wait out their bounds (MaxWait) in microseconds,
+	// in the order they would in real time; the attempts run in real time.
+	fakeTime bool
 }
 
 // chain is a running five-hop chain on loopback.
@@ -52,6 +57,9 @@ func newChain(t *testing.T, cfg chainConfig, tail http.HandlerFunc) *chain {
 	}
 	transport := func(i int) *retryhttp.Transport {
 		opts := append([]retryhttp.Option{noDelay}, cfg.opts...)
+		if cfg.fakeTime {
+			opts = append(opts, onFakeTime())
+		}
 		if cfg.bare == i {
 			opts = append(opts, cfg.bareOpts...)
 		}
@@ -171,7 +179,7 @@ func TestChainDeadTail(t *testing.T) {
 		},
 		{
 			name: "budget only (no Pushback): 10 retries and the probes per hop", requests: 200,
-			cfg: chainConfig{none: true}, parking: true,
+			cfg: chainConfig{none: true, fakeTime: true}, parking: true,
 			want: [servers]int64{210, 220, 230, 240, 250},
 		},
 		{
@@ -185,6 +193,7 @@ func TestChainDeadTail(t *testing.T) {
 		},
 		{
 			name: "budget and signal", requests: 1000, parking: true,
+			cfg:  chainConfig{fakeTime: true},
 			want: [servers]int64{1000, 1000, 1000, 1000, 1010},
 		},
 		{

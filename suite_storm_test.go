@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/stretchr/testify/assert"
@@ -11,15 +12,17 @@ import (
 
 // TestAmplificationDeadBackend measures the table of docs/storms.md: server
 // hits per logical request on a backend that answers every request with
-// 503, with 50 concurrent clients each sending 100 GETs. (With the budget
-// off, the ratio does not depend on the number of requests: 20 each are
-// enough, and spare the race detector 16,000 requests.) Transports made
-// per client without WithRetryBudget share the process's default budget;
-// the test gives them one budget of their own, shared, to stand for it.
-// With parking on, a budget's parked retries add at most their probes
-// (retryhttp.MaxProbes) to its ten retries.
+// 503, with 50 concurrent clients each sending 100 GETs. (Without a budget,
+// or without retries, the ratio does not depend on the number of requests:
+// 20 each are enough, and spare the race detector 12,000 requests.)
+// Transports made per client without WithRetryBudget share the process's
+// default budget; the test gives them one budget of their own, shared, to
+// stand for it. With parking on, a budget's parked retries add at most
+// their probes (retryhttp.MaxProbes) to its ten retries; they wait out
+// their bounds (MaxWait) on a clock that jumps to the end of every wait
+// (retryhttp.NewAutoFakeTime, as onFakeTime), shared by the budget and the
+// Transports that use it, in microseconds instead of seconds.
 func TestAmplificationDeadBackend(t *testing.T) {
-	perProcess := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
 	const (
 		clients   = 50
 		perClient = 100
@@ -30,18 +33,19 @@ func TestAmplificationDeadBackend(t *testing.T) {
 		shared    bool // one Transport for all the clients, else one each
 		perClient int  // requests per client, if not perClient
 		opts      []retryhttp.Option
+		fakeTime  bool // one budget with the defaults for all the clients' Transports, on one fake clock with them
 		want      float64
 		probes    int // at most this many more hits than want
 
 		ownNoParking bool // each Transport gets a budget of its own, parking off
 	}{
-		{name: "no retries (WithMaxRetries(0))", opts: []retryhttp.Option{retryhttp.WithMaxRetries(0)}, want: 1},
+		{name: "no retries (WithMaxRetries(0))", perClient: 20, opts: []retryhttp.Option{retryhttp.WithMaxRetries(0)}, want: 1},
 		{
-			name: "retryhttp defaults, a Transport per client", opts: []retryhttp.Option{retryhttp.WithRetryBudget(perProcess)},
+			name: "retryhttp defaults, a Transport per client", fakeTime: true,
 			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: retryhttp.MaxProbes,
 		},
 		{
-			name: "retryhttp defaults, one Transport shared by the clients", shared: true,
+			name: "retryhttp defaults, one Transport shared by the clients", shared: true, fakeTime: true,
 			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: retryhttp.MaxProbes,
 		},
 		{
@@ -59,8 +63,16 @@ func TestAmplificationDeadBackend(t *testing.T) {
 			if tt.perClient != 0 {
 				n = tt.perClient
 			}
+			opts := tt.opts
+			if tt.fakeTime {
+				c := retryhttp.NewAutoFakeTime(time.Now())
+				opts = []retryhttp.Option{
+					retryhttp.WithFakeTime(c),
+					retryhttp.WithRetryBudget(retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)),
+				}
+			}
 			srv := deadServer(t)
-			shared := newClient(t, tt.opts...)
+			shared := newClient(t, opts...)
 			var wg sync.WaitGroup
 			for range clients {
 				c := shared
@@ -68,7 +80,7 @@ func TestAmplificationDeadBackend(t *testing.T) {
 				case tt.ownNoParking:
 					c = newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
 				case !tt.shared:
-					c = newClient(t, tt.opts...)
+					c = newClient(t, opts...)
 				}
 				wg.Add(1)
 				go func() {
