@@ -122,8 +122,9 @@ func TestHerd(t *testing.T) {
 	// is; a retry sent does not arrive only if its client gives up first,
 	// which ends the request: at most one per request that gave up. So
 	// during an outage, where every attempt fails, each request costs 4
-	// attempts: 1 + 3·3/8 per request over the run when the outage falls
-	// as planned, less when a stall moves requests out of it.
+	// attempts: 1 + 3·7/20 ≈ 2.05 per request over the run when the outage
+	// falls as planned (buckets 5 to 12 of 20), less when a stall moves
+	// requests out of it.
 	imm := immediate.tries
 	for k := range maxTry - 1 {
 		assert.LessOrEqual(t, imm[k+1].arrived, imm[k].live, "immediate: attempt %d", k+2)
