@@ -23,9 +23,11 @@ const (
 type herdRow struct {
 	policy        policy
 	sum           summary
-	attempts      int64   // requests the server received
-	amplification float64 // attempts per client request
-	peak          float64 // busiest 100ms over the normal load
+	attempts      int64         // requests the server received
+	tries         [maxTry]tries // of those, by attempt number
+	gaveUp        int           // requests whose client gave up (http.Client.Timeout)
+	amplification float64       // attempts per client request
+	peak          float64       // busiest 100ms over the normal load
 	recovery      time.Duration
 	recovered     bool
 	arrived       []float64 // requests per 100ms at the server
@@ -103,8 +105,13 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 	defer srv.close()
 	arrived, _ := srv.series(r.buckets + loadTail)
 	_, failed := srv.series(r.buckets)
-	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), arrived: arrived}
+	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(), arrived: arrived}
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
+	for _, o := range outcomes {
+		if !o.ok && o.latency >= cfg.scale(clientLimit) {
+			row.gaveUp++
+		}
+	}
 	row.failed = failed
 	row.check = run.check
 	return row, nil

@@ -10,13 +10,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp"
 )
 
 // server is an HTTP server on loopback that counts what it receives: every
 // request, and per time bucket (100ms of model time) the requests that
 // arrived, those answered with anything but 200 (both by arrival), and the
 // useful answers: 200s written while their client was still waiting (by the
-// time they were written).
+// time they were written). It also counts, by attempt number (as
+// retryhttp.AttemptHeader carries it), the attempts that arrived, those
+// answered with anything but 200, and those answered so while their client
+// was still waiting: counts that do not depend on when the attempts arrived.
 type server struct {
 	URL   string
 	srv   *http.Server
@@ -25,11 +30,28 @@ type server struct {
 	width time.Duration // of a bucket
 
 	requests atomic.Int64
+	byTry    [maxTry]tryCounts // by attempt number, from 1
 	arrived  []atomic.Int64
 	failed   []atomic.Int64
 	useful   []atomic.Int64
 
 	handlers sync.WaitGroup // running handlers, waited for by close
+}
+
+// maxTry is the number of attempt numbers counted apart: 1 to 4, the first
+// attempt and the 3 retries of retryhttp's default; later ones count as 4.
+const maxTry = 4
+
+// tryCounts counts the attempts of one attempt number.
+type tryCounts struct {
+	arrived, failed, live atomic.Int64
+}
+
+// tries is a snapshot of tryCounts.
+type tries struct {
+	arrived int64
+	failed  int64 // answered other than 200
+	live    int64 // of those, while their client was still waiting (to retry them, if it does)
 }
 
 // handlerFunc answers one request and returns the status it wrote.
@@ -52,11 +74,17 @@ func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*s
 			s.handlers.Add(1)
 			defer s.handlers.Done()
 			s.requests.Add(1)
+			try := &s.byTry[min(retryhttp.AttemptFromRequest(r), maxTry)-1]
+			try.arrived.Add(1)
 			i := s.bucket(time.Now())
 			s.arrived[i].Add(1)
 			switch {
 			case h(w, r) != http.StatusOK:
 				s.failed[i].Add(1)
+				try.failed.Add(1)
+				if r.Context().Err() == nil {
+					try.live.Add(1)
+				}
 			case r.Context().Err() == nil: // the client is still there
 				s.useful[s.bucket(time.Now())].Add(1)
 			}
@@ -83,6 +111,17 @@ func (s *server) series(n int) (arrived, failed []float64) {
 		failed[i] = float64(s.failed[i].Load())
 	}
 	return arrived, failed
+}
+
+// tries returns the counts by attempt number: [0] for first attempts,
+// [maxTry-1] for attempt maxTry and later ones.
+func (s *server) tries() [maxTry]tries {
+	var t [maxTry]tries
+	for i := range t {
+		c := &s.byTry[i]
+		t[i] = tries{c.arrived.Load(), c.failed.Load(), c.live.Load()}
+	}
+	return t
 }
 
 // usefulSeries returns the useful answers per bucket, for the first n
