@@ -43,11 +43,7 @@ func TestBreakerOpenTimeoutOnTheClock(t *testing.T) {
 func TestBreakerHalfOpenClosesOnTheClock(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		if failing.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
+	srv := switchServer(t, &failing)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),

@@ -47,11 +47,7 @@ func burst(t *testing.T, c *http.Client, url string, workers, n int) (ok, refuse
 func TestBreakerCycleConcurrentOnTheTransportClock(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		if failing.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
+	srv := switchServer(t, &failing)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
@@ -108,11 +104,7 @@ func TestBreakerCycleConcurrentOnTheTransportClock(t *testing.T) {
 func TestBreakerCycleConcurrentOnTheRealClock(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		if failing.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
+	srv := switchServer(t, &failing)
 	var changes transitions
 	// OpenTimeout is a nanosecond, so that the real clock passes it at
 	// once: the next request after the circuit opens is a probe.
