@@ -199,7 +199,11 @@ func metaSection(r metaResult, cfg config) section {
 		for i, v := range row.useful {
 			perSec[i] = v * per100
 		}
-		l := line{name: row.policy.name, ys: perSec, note: fmt.Sprintf("%.0f useful/s after, ≥%s after %s", row.usefulAfter, fmt.Sprintf("%.0f%%", 100*metaRecovered), rec)}
+		note := fmt.Sprintf("%.0f useful/s after the trigger; never ≥%.0f%% useful in the run", row.usefulAfter, 100*metaRecovered)
+		if row.recovered {
+			note = fmt.Sprintf("%.0f useful/s after the trigger; ≥%.0f%% useful after %v", row.usefulAfter, 100*metaRecovered, row.recovery)
+		}
+		l := line{name: row.policy.name, ys: perSec, note: note}
 		if row.recovered {
 			l.mark = (trigTo + row.recovery).Seconds()
 		}

@@ -116,17 +116,9 @@ func (c lineChart) svg() []byte {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", px(x), py(0)+18, num(x))
 	}
 	axes(&b, c.xLabel, c.yLabel)
-	for i, h := range c.hlines {
+	for _, h := range c.hlines {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="6,4"/>`+"\n",
 			marginLeft, py(h.y), px(xmax), py(h.y))
-		// Labels alternate between the right and the left end, so that
-		// two close lines keep readable labels.
-		x, anchor := px(xmax)-4, "end"
-		if i%2 == 1 {
-			x, anchor = marginLeft+4, "start"
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="%s" fill="#000" stroke="white" stroke-width="3" paint-order="stroke">%s</text>`+"\n",
-			x, py(h.y)-4, anchor, esc(h.label))
 	}
 	for i, l := range c.lines {
 		if l.mark > 0 && l.mark <= xmax {
@@ -141,6 +133,17 @@ func (c lineChart) svg() []byte {
 			fmt.Fprintf(&b, "%.1f,%.1f", px(float64(j)*c.dx), py(y))
 		}
 		b.WriteString(`"/>` + "\n")
+	}
+	// The labels of the reference lines go over the series, on a white
+	// halo, alternating between the right and the left end, so that two
+	// close lines keep readable labels.
+	for i, h := range c.hlines {
+		x, anchor := px(xmax)-4, "end"
+		if i%2 == 1 {
+			x, anchor = marginLeft+4, "start"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="%s" stroke="white" stroke-width="3" paint-order="stroke">%s</text>`+"\n",
+			x, py(h.y)-4, anchor, esc(h.label))
 	}
 	legend(&b, c.lines)
 	b.WriteString("</svg>\n")
