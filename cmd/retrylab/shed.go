@@ -251,9 +251,9 @@ func shedSection(r shedResult, cfg config) section {
 	// One chart per client policy, its lines the servers: four lines near
 	// capacity in one chart could not be told apart.
 	per100 := bucketWidth.Seconds()
-	for i, name := range clients {
+	for _, name := range clients {
 		s.charts = append(s.charts, chart{
-			file: fmt.Sprintf("shed-%d.svg", i+1),
+			file: "shed-" + slug(name) + ".svg",
 			svg: lineChart{
 				title:  "Load shedding, clients with " + name + ": useful answers per 100ms",
 				xLabel: "time (s)", yLabel: "useful answers (count) per 100ms",

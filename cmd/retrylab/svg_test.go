@@ -86,3 +86,9 @@ func TestPlural(t *testing.T) {
 	assert.Equal(t, "0 requests", plural(0, "request"))
 	assert.Equal(t, "12 workers", plural(12, "worker"))
 }
+
+func TestSlug(t *testing.T) {
+	assert.Equal(t, "immediate-retry", slug("immediate retry"))
+	assert.Equal(t, "defaults-transport-per-client", slug("defaults, Transport per client"))
+	assert.Equal(t, "a", slug("  A! "))
+}
