@@ -191,7 +191,7 @@ func metaSection(r metaResult, cfg config) section {
 			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
 			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprint(row.shed), pct(row.sum.success),
 			fmt.Sprintf("%.0f (%.0f%%)", row.usefulAfter, 100*row.usefulAfter/r.offered), rec,
-			settledCell(cfg, row.settle, row.settledIn), ms(row.sum.p99), machineCell(row.check),
+			settledCell(cfg, row.settle, row.settledIn), ms(row.sum.p99), row.check.cell(),
 		})
 		s.policies = append(s.policies, row.policy)
 		checks, names = append(checks, row.check), append(names, row.policy.name)

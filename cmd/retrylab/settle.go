@@ -45,16 +45,3 @@ func roundCell(d time.Duration) string {
 	}
 	return d.Round(100 * time.Millisecond).String()
 }
-
-// machineCell is a short form of m.cell() for a table column: the notes
-// above the table give the lags.
-func machineCell(m machineCheck) string {
-	s := "ok"
-	if !m.ok() {
-		s = "TOO LOADED"
-	}
-	if m.runs > 1 {
-		s += " (run again)"
-	}
-	return s
-}
