@@ -127,11 +127,12 @@ func ParseDestinations(data []byte) (DestinationConfig, error) {
 			})
 		}
 	})
-	if len(p.ps) > 0 {
-		return DestinationConfig{}, p.ps.err()
-	}
-	if err := validateConfig(cfg); err != nil {
-		return DestinationConfig{}, err
+	// A value that could not be read is left at its zero value; the checks
+	// of the whole config still run on the rest, so that one pass reports
+	// every problem, but say nothing more at a path already reported.
+	ps := append(p.ps, configProblems(cfg).outside(p.ps)...)
+	if len(ps) > 0 {
+		return DestinationConfig{}, ps.err()
 	}
 	return cfg, nil
 }

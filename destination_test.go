@@ -386,7 +386,8 @@ func TestParseDestinationsErrors(t *testing.T) {
 		{"unknown key", `{"destinations": [{"host": "a.test", "maxRetry": 1}]}`,
 			"retryhttp: destinations[0].maxRetry: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)"},
 		{"keys are case-sensitive", `{"destinations": [{"Host": "a.test"}]}`,
-			"retryhttp: destinations[0].Host: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)"},
+			"retryhttp: destinations[0].Host: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)\n" +
+				"retryhttp: destinations[0].host: required: a host such as api.example.com, api.example.com:8443 or *.example.com"},
 		{"unknown nested key", `{"destinations": [{"host": "a.test", "backoff": {"max": "1s"}}]}`,
 			"retryhttp: destinations[0].backoff.max: unknown key (known keys: base, cap, jitter)"},
 		{"repeated key", `{"destinations": [{"host": "a.test", "host": "b.test"}]}`, "retryhttp: destinations[0].host: repeated key"},
@@ -451,6 +452,26 @@ func TestParseDestinationsErrors(t *testing.T) {
 			assert.ErrorAs(t, err, &ce)
 		})
 	}
+}
+
+// Regression: a value that could not be read (here maxRetries as a string)
+// hid every check of the whole config, so a URL as host, cap below base and
+// a shadowed host went unreported until the first problem was fixed.
+func TestParseDestinationsReportsEveryProblemInOnePass(t *testing.T) {
+	_, err := retryhttp.ParseDestinations([]byte(`{"destinations": [
+		{"host": "a.test", "maxRetries": "3", "backoff": {"base": "1s", "cap": "500ms"}},
+		{"host": "https://b.test/"},
+		{"host": "a.test:8080", "attemptTimeout": 5},
+		{"host": 7}
+	]}`))
+	require.Error(t, err)
+	assert.Equal(t, `retryhttp: destinations[0].maxRetries: must be a whole number, got "3"`+"\n"+
+		`retryhttp: destinations[2].attemptTimeout: must be a duration string such as "250ms" or "2s", got 5`+"\n"+
+		`retryhttp: destinations[3].host: must be a string, got 7`+"\n"+
+		`retryhttp: destinations[0].backoff.cap: must not be below backoff.base ("1s"), got "500ms"`+"\n"+
+		`retryhttp: destinations[1].host: must be a host such as api.example.com, api.example.com:8443 or *.example.com, not a URL, got "https://b.test/"`+"\n"+
+		`retryhttp: destinations[2].host: "a.test:8080" is never used: destinations[0].host ("a.test") matches it first`,
+		err.Error())
 }
 
 // TestParseDestinationsFull reads a file that uses every key.

@@ -44,8 +44,34 @@ func (ps *problems) add(path, format string, args ...any) {
 
 func (ps problems) err() error { return errors.Join(ps...) }
 
+// outside returns the problems of ps whose path is neither one of the paths
+// of reported nor inside one (destinations[1].host is inside destinations[1]).
+func (ps problems) outside(reported problems) problems {
+	var out problems
+	for _, e := range ps {
+		if !reportedAt(reported, e.(*DestinationConfigError).Path) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// reportedAt reports whether one of reported is at path or encloses it.
+func reportedAt(reported problems, path string) bool {
+	for _, e := range reported {
+		p := e.(*DestinationConfigError).Path
+		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
 // validateConfig returns the problems of cfg, nil if there are none.
-func validateConfig(cfg DestinationConfig) error {
+func validateConfig(cfg DestinationConfig) error { return configProblems(cfg).err() }
+
+// configProblems returns the problems of cfg.
+func configProblems(cfg DestinationConfig) problems {
 	var ps problems
 	def := cfg.Defaults
 	if def.Name != "" {
@@ -98,7 +124,7 @@ func validateConfig(cfg DestinationConfig) error {
 		}
 		validatePolicy(&ps, path, d)
 	}
-	return ps.err()
+	return ps
 }
 
 // validatePolicy adds the problems of the settings of d, found at path.

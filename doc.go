@@ -1,66 +1,89 @@
-// Package retryhttp provides an http.RoundTripper that retries failed
+// Package retryhttp provides an [http.RoundTripper] that retries failed
 // requests, right by default, so that a program gets safe retries by setting
 // one field:
 //
-//	client := &http.Client{Transport: retryhttp.New()}
+//	client := &http.Client{
+//		Transport: retryhttp.New(),  // up to 3 retries, only when safe
+//		Timeout:   30 * time.Second, // bounds all attempts and waits together
+//	}
+//	res, err := client.Get("https://example.com/")
+//
+// The package's example (under Examples below) runs that against a local
+// server that fails once; the [README]'s quick start is the same as a
+// complete program to paste.
 //
 // Why a RoundTripper: the code that makes requests does not change, and every
 // request of the client, including those of libraries it is handed to, gets
 // the same policy.
 //
-// What is retried by default (DefaultShouldRetryFn): failures that prove the
-// request never left the client (DNS errors, refused connections) always;
-// timeouts and connection resets only for requests guessed idempotent; 429,
-// or an error response carrying Retry-After; 502 and 503 for requests guessed
-// idempotent; nothing else. The wait (DefaultDelayFn) follows Retry-After
-// with ±1/3 jitter, or else "full jitter" exponential backoff from 250ms,
-// capped at 10s. Both are replaceable per transport (WithShouldRetryFn,
-// WithDelayFn), per destination (WithDestinations: a policy per host,
+// # What is retried, and how long it waits
+//
+// By default ([DefaultShouldRetryFn]): failures that prove the request never
+// left the client (DNS errors, refused connections) always; timeouts and
+// connection resets only for requests guessed idempotent; 429, or an error
+// response carrying Retry-After; 502 and 503 for requests guessed idempotent;
+// nothing else. The wait ([DefaultDelayFn]) follows Retry-After with ±1/3
+// jitter, or else "full jitter" exponential backoff from 250ms, capped at
+// 10s. Both are replaceable per transport ([WithShouldRetryFn],
+// [WithDelayFn]), per destination ([WithDestinations]: a policy per host,
 // wildcard or matcher, from Go or a JSON file, reloadable while requests
-// run) and per request through the context (SetShouldRetryFn, SetDelayFn).
-// A context override beats the destination's policy, which beats the
-// transport's option.
+// run) and per request through the context ([SetShouldRetryFn],
+// [SetDelayFn]). A context override beats the destination's policy, which
+// beats the transport's option. Every option and its default: [options].
 //
 // What it never does: modify the caller's request, copy a body it can
 // replay with GetBody, buffer an unbounded body, wait past the caller's
 // deadline, retry after the caller cancelled, or return a response together
 // with an error.
 //
-// What keeps retries from becoming a storm: a retry budget per destination
-// host, on by default and shared by the process's Transports (RetryBudget):
-// 10 retries are sent at once, then a tenth of the successes; a retry
-// beyond that is parked until the host answers again, and released at the
-// pace the host sustains, so a short outage is ridden out while a dead
-// backend sees about 1.0× its callers' requests instead of 4×. The price is
-// waiting: in an outage a failed request waits, up to 2s or its deadline,
-// before failing. A circuit breaker per host is available
-// (WithCircuitBreaker), and so is hedging of idempotent requests
-// (WithHedging), whose hedges spend the same budget.
-// Across a chain of services, Pushback wraps a service's handler so that a
+// # Retry storms
+//
+// A retry budget per destination host is on by default and shared by the
+// process's Transports ([RetryBudget]): 10 retries are sent at once, then a
+// tenth of the successes; a retry beyond that is parked until the host
+// answers again, and released at the pace the host sustains, so a short
+// outage is ridden out while a dead backend sees about 1.0× its callers'
+// requests instead of 4×. The price is waiting: in an outage a failed
+// request waits, up to 2s or its deadline, before failing. A circuit breaker
+// per host is available ([WithCircuitBreaker]), and so is hedging of
+// idempotent requests ([WithHedging]), whose hedges spend the same budget.
+//
+// Across a chain of services, [Pushback] wraps a service's handler so that a
 // failure it already retried reaches its callers marked "don't retry"
 // (Retry-Pushback: no-retry), which the default policy honours: only the hop
-// above a failure retries it. docs/storms.md gives the arithmetic and
-// measurements. On a service's inbound side, LoadShedder limits the requests
-// handled at once (fixed or adaptive) and refuses the excess with 503 and a
-// jittered Retry-After, which the hop above may retry; put it outside
-// Pushback (docs/shedding.md).
+// above a failure retries it. On a service's inbound side, [LoadShedder]
+// limits the requests handled at once (fixed or adaptive) and refuses the
+// excess with 503 and a jittered Retry-After, which the hop above may retry;
+// put it outside Pushback. The arithmetic and measurements: [storms] and
+// [shedding].
 //
-// Where it sits: the Transport wraps a base transport (WithTransport), which
-// sends each attempt. Instrumentation that should see every attempt (an
-// otelhttp transport, say) goes below it, as its base; instrumentation that
-// should see one logical request goes above it. Inside the Transport, the
-// policies wrap each other in this order, outermost first: the circuit
-// breaker (one sample per logical request, after its retries), the
-// idempotency key (one per logical request), the retry loop or the hedged
-// path, the retry budget (asked before each retry or hedge), and the
-// per-attempt timeout around each attempt.
+// # Where it sits
 //
-// What it did can be seen through hooks on every attempt and decision
-// (WithOnAttempt, WithOnRetryDecision, WithOnCircuitStateChange), log/slog
-// records of retries and give-ups (WithLogger), and OpenTelemetry metrics
-// from the nested module github.com/seed2409de8f/retryhttp/otelretryhttp;
-// all are off by default and free then.
+// The Transport wraps a base transport ([WithTransport]), which sends each
+// attempt. Instrumentation that should see every attempt (an otelhttp
+// transport, say) goes below it, as its base; instrumentation that should
+// see one logical request goes above it. Inside the Transport, the policies
+// wrap each other in this order, outermost first: the circuit breaker (one
+// sample per logical request, after its retries), the idempotency key (one
+// per logical request), the retry loop or the hedged path, the retry budget
+// (asked before each retry or hedge), and the per-attempt timeout around
+// each attempt.
 //
-// The docs/ folder of the repository describes the defaults (docs/default.md),
-// every option (docs/options.md) and observability (docs/observability.md).
+// # Seeing what it did
+//
+// Hooks on every attempt, decision and parked retry ([WithOnAttempt],
+// [WithOnRetryDecision], [WithOnCircuitStateChange], [WithOnPark]),
+// log/slog records of retries and give-ups ([WithLogger]), and
+// OpenTelemetry metrics from the nested module [otelretryhttp]; all are off
+// by default and free then. In tests, the package [retryhttptest] has
+// servers that fail on cue and a clock that skips the waits. Details:
+// [observability].
+//
+// [README]: https://github.com/seed2409de8f/retryhttp#quick-start
+// [options]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/options.md
+// [storms]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/storms.md
+// [shedding]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/shedding.md
+// [observability]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/observability.md
+// [otelretryhttp]: https://pkg.go.dev/github.com/seed2409de8f/retryhttp/otelretryhttp
+// [retryhttptest]: https://pkg.go.dev/github.com/seed2409de8f/retryhttp/retryhttptest
 package retryhttp

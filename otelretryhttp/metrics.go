@@ -7,16 +7,23 @@
 //
 // It lives in a module of its own so that the core module does not pull in
 // OpenTelemetry; it is built only on the core's public hooks
-// (retryhttp.WithOnAttempt, WithOnRetryDecision, WithOnCircuitStateChange,
-// WithOnPark),
-// which it adds to those of the transport, without replacing them:
+// ([retryhttp.WithOnAttempt], [retryhttp.WithOnRetryDecision],
+// [retryhttp.WithOnCircuitStateChange], [retryhttp.WithOnPark]), which it
+// adds to those of the transport, without replacing them:
 //
 //	metrics, err := otelretryhttp.New(meterProvider)
-//	if err != nil { … }
+//	if err != nil {
+//		return err
+//	}
 //	client := &http.Client{Transport: retryhttp.New(metrics)}
 //
-// docs/observability.md in the repository lists the instruments, with
-// Prometheus queries and alert rules that detect a retry storm.
+// The module's [README] has a complete program (a meter provider, a reader,
+// the metrics read back) and the replace lines a local clone needs; the
+// [observability guide] lists the instruments, with Prometheus queries and
+// alert rules that detect a retry storm.
+//
+// [README]: https://github.com/seed2409de8f/retryhttp/blob/main/otelretryhttp/README.md
+// [observability guide]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/observability.md#metrics
 package otelretryhttp
 
 import (

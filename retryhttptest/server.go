@@ -150,11 +150,17 @@ func (s *Server) Requests() int {
 }
 
 // Received returns a copy of what the server recorded of each request, in
-// the order they arrived.
+// the order they arrived. The copy is deep: a caller may change it, header
+// maps included, without changing what a later Received returns.
 func (s *Server) Received() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.received...)
+	out := make([]Request, len(s.received))
+	for i, r := range s.received {
+		r.Header = r.Header.Clone()
+		out[i] = r
+	}
+	return out
 }
 
 // Close ends the requests that hang, then shuts the server down, waiting

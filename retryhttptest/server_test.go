@@ -170,3 +170,34 @@ func TestClockCountsAgainstTheDeadline(t *testing.T) {
 	assert.Equal(t, []time.Duration{20 * time.Second, 20 * time.Second}, clock.Sleeps())
 	assert.Equal(t, 3, srv.Requests())
 }
+
+// Regression: Received shared its header maps with the server's record, so
+// a caller that edited one changed the next Received, and raced with it.
+func TestReceivedReturnsRealCopies(t *testing.T) {
+	srv := retryhttptest.NewServer(t)
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Test", "sent")
+	res, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+
+	first := srv.Received()
+	require.Len(t, first, 1)
+	done := make(chan struct{})
+	go func() { // a second reader at the same time: -race sees any sharing
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			_ = srv.Received()[0].Header.Get("X-Test")
+		}
+	}()
+	first[0].Header.Set("X-Test", "edited")
+	first[0].Header.Set("X-Added", "yes")
+	first[0].Method = "EDITED"
+	<-done
+
+	again := srv.Received()
+	assert.Equal(t, "sent", again[0].Header.Get("X-Test"))
+	assert.Empty(t, again[0].Header.Get("X-Added"))
+	assert.Equal(t, http.MethodGet, again[0].Method)
+}

@@ -125,19 +125,17 @@ func (m machineCheck) ok() bool {
 	return m.lagP99 <= maxLagP99 && m.lagMax <= maxLag && (math.IsNaN(m.capacity) || m.capacity >= minCapacity)
 }
 
-// cell is the check as a table cell.
+// cell is the check as a short table cell, "ok" or "TOO LOADED", that
+// does not wrap a row: the section's notes give the lags.
 func (m machineCheck) cell() string {
-	s := "lag p99 " + ms(m.lagP99) + ", max " + ms(m.lagMax)
-	if !math.IsNaN(m.capacity) {
-		s += ", capacity " + pct(m.capacity)
+	s := "ok"
+	if !m.ok() {
+		s = "TOO LOADED"
 	}
 	if m.runs > 1 {
-		s += " (run again: the first run was too loaded)"
+		s += " (run again)"
 	}
-	if !m.ok() {
-		return "TOO LOADED: " + s
-	}
-	return "ok: " + s
+	return s
 }
 
 // addMachineChecks adds to s the notes on the checks of its rows (named

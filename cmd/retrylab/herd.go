@@ -28,10 +28,9 @@ type herdRow struct {
 	gaveUp        int           // requests whose client gave up (http.Client.Timeout)
 	amplification float64       // attempts per client request
 	peak          float64       // busiest 100ms over the normal load
-	recovery      time.Duration
+	recovery      time.Duration // real time (settled)
 	recovered     bool
 	arrived       []float64 // requests per 100ms at the server
-	failed        []float64 // of those, answered other than 200, while the load ran
 	check         machineCheck
 }
 
@@ -104,7 +103,6 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 	srv, outcomes := run.srv, run.outcomes
 	defer srv.close()
 	arrived, _ := srv.series(r.buckets + loadTail)
-	_, failed := srv.series(r.buckets)
 	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(), arrived: arrived}
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
 	for _, o := range outcomes {
@@ -112,8 +110,8 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 			row.gaveUp++
 		}
 	}
-	row.failed = failed
 	row.check = run.check
+	row.recovery, row.recovered = settled(outcomes, time.Duration(r.outageTo)*width, cfg.scale(herdPeriod), cfg.scale(cfg.duration))
 	return row, nil
 }
 
@@ -124,22 +122,6 @@ func (row *herdRow) finish(r herdResult) {
 		peak = max(peak, v)
 	}
 	row.peak = peak / max(r.normal, 1)
-	// Recovery: from the end of the outage, the first 100ms from which
-	// every 100ms of the load sees at most 1.5 times the normal load, and
-	// at most 5% of it failed.
-	b := r.buckets
-	for b > r.outageTo && row.calm(b-1, r.normal) {
-		b--
-	}
-	if b < r.buckets {
-		row.recovered = true
-		row.recovery = time.Duration(b-r.outageTo) * bucketWidth
-	}
-}
-
-// calm reports whether bucket i saw a normal load, nearly all served.
-func (row *herdRow) calm(i int, normal float64) bool {
-	return row.arrived[i] <= 1.5*normal && row.failed[i] <= 0.05*row.arrived[i]
 }
 
 // newClients returns the http.Clients of a run, one per client: sharing one
@@ -167,11 +149,11 @@ func herdSection(r herdResult, cfg config) section {
 		notes: []string{
 			fmt.Sprintf("%d clients, each sending a GET every %v (open loop) for %v; normal load %.1f requests per 100ms.",
 				r.clients, r.period, cfg.duration, r.normal),
-			fmt.Sprintf("The server handles %d requests at once, %v each (%.0f per 100ms, %v× the normal load), and sheds the excess with 503.",
-				r.capacity, r.work, float64(r.capacity)*float64(bucketWidth)/float64(r.work), herdHeadroom),
+			fmt.Sprintf("The server handles %s at once, %v each (%.0f per 100ms, %v× the normal load), and sheds the excess with 503.",
+				plural(r.capacity, "request"), r.work, float64(r.capacity)*float64(bucketWidth)/float64(r.work), herdHeadroom),
 			fmt.Sprintf("Outage: from %v to %v every request gets 503 at once. Clients give up after %v (http.Client.Timeout).",
 				time.Duration(r.outageFrom)*bucketWidth, time.Duration(r.outageTo)*bucketWidth, r.timeout),
-			"Recovered: from then on, every 100ms sees at most 1.5× the normal load, at most 5% of it failed.",
+			"Recovered after: from the outage's end until every request sent before it has its answer (the backlog, parked retries included, is drained) and every request sent from then on succeeds.",
 			"The seed fixes the clients' phases, not the scheduling of goroutines on this machine: times (recovery, latencies) vary by a few hundred ms from run to run; counts and ratios barely move.",
 		},
 		header: []string{"policy", "requests", "server hits", "amplification", "peak/normal", "recovered after", "success", "p50", "p99"},
@@ -185,13 +167,9 @@ func herdSection(r herdResult, cfg config) section {
 	s.addMachineChecks(cfg, checks, names, "times and rates")
 	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
-		rec := "not in run"
-		if row.recovered {
-			rec = row.recovery.String()
-		}
 		s.rows = append(s.rows, []string{
 			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
-			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprintf("%.1f×", row.peak), rec,
+			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprintf("%.1f×", row.peak), settledCell(cfg, row.recovery, row.recovered),
 			pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)

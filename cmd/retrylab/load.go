@@ -14,6 +14,7 @@ import (
 type outcome struct {
 	latency time.Duration
 	ok      bool
+	at      time.Duration // when it was sent, from the load's start (drive only)
 }
 
 // drive sends the load of a run: clients clients, each sending one request
@@ -48,7 +49,7 @@ func drive(ctx context.Context, start time.Time, clients int, period, duration t
 			defer wg.Done()
 			t0 := time.Now()
 			ok := send(ctx, s.client)
-			outcomes[k] = outcome{time.Since(t0), ok}
+			outcomes[k] = outcome{latency: time.Since(t0), ok: ok, at: s.at}
 		}()
 	}
 	wg.Wait()

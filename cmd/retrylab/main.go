@@ -1,12 +1,14 @@
 // Command retrylab reproduces retry storms on loopback and shows what
 // retryhttp's defaults (jittered backoff and a retry budget) do to them.
 //
-// It runs five scenarios, each with real HTTP servers and clients on
+// It runs six scenarios, each with real HTTP servers and clients on
 // 127.0.0.1, a fresh server and fresh clients per policy:
 //
 //   - herd: many clients, a server that fails for a while and recovers;
 //     immediate retries, exponential backoff without jitter, full jitter
-//     and retryhttp's defaults compared by the load the server sees.
+//     and retryhttp's defaults compared by the load the server sees, and
+//     by when they recovered: every caller caught in the outage answered,
+//     every later request a success (settle.go).
 //   - chain: client → S1 → … → S5 with S5 dead or flaky; the requests S5
 //     receives per client request, naive retries at every hop against the
 //     defaults.
@@ -17,7 +19,8 @@
 //   - metastable: a server with a queue, working for clients who left,
 //     whose capacity halves for a second; which policies let it recover
 //     when the trigger ends, and which keep it down (useful responses per
-//     second, time to recovery).
+//     second, how long until they reach 90% of the offered load, and
+//     recovery as in herd).
 //   - flaky: a host failing 30% of requests at random, whatever its load;
 //     what each policy spends in retries, and what it gets.
 //

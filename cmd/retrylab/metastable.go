@@ -30,9 +30,11 @@ type metaRow struct {
 	attempts      int64
 	amplification float64
 	shed          int64
-	usefulAfter   float64 // useful responses per second from the trigger's end to the load's end
-	recovery      time.Duration
+	usefulAfter   float64       // useful responses per second from the trigger's end to the load's end
+	recovery      time.Duration // until useful responses held at metaRecovered of the offered load
 	recovered     bool
+	settle        time.Duration // real time (settled): every caller served again
+	settledIn     bool
 	useful        []float64 // useful responses per 100ms at the server
 	arrived       []float64 // requests per 100ms at the server
 	check         machineCheck
@@ -113,6 +115,7 @@ func metaRun(ctx context.Context, cfg config, r metaResult, p policy) (metaRow, 
 	row.useful = run.srv.usefulSeries(r.buckets + loadTail)
 	row.check.capacity = q.capacity(r.buckets)
 	row.recovery, row.recovered = recovery(row.useful[:r.buckets], r.triggerTo(), r.offered*bucketWidth.Seconds())
+	row.settle, row.settledIn = settled(run.outcomes, time.Duration(r.triggerTo())*width, cfg.scale(metaPeriod), cfg.scale(r.duration))
 	after := 0.0
 	for _, v := range row.useful[r.triggerTo():r.buckets] {
 		after += v
@@ -160,18 +163,19 @@ func metaSection(r metaResult, cfg config) section {
 			fmt.Sprintf("%d clients, each sending a GET every %v (open loop) for %v: %.0f requests/s offered. "+
 				"Each attempt times out after %v (WithAttemptTimeout); clients give up after %v.",
 				r.clients, metaPeriod, r.duration, r.offered, metaAttempt, clientLimit),
-			fmt.Sprintf("The server: %d workers, %v per request (%.0f requests/s, offered load at %s), behind a FIFO queue of %d places "+
+			fmt.Sprintf("The server: %s, %v per request (%.0f requests/s, offered load at %s), behind a FIFO queue of %d places "+
 				"(%v of work). Queued requests are worked on even after their client left. A request finding the queue full "+
 				"is shed with 503 (no Retry-After), which costs the workers %v of work.",
-				r.workers, metaWork, r.capRate, pct(r.offered/r.capRate), r.queue, metaQueue, metaShedCost),
+				plural(r.workers, "worker"), metaWork, r.capRate, pct(r.offered/r.capRate), r.queue, metaQueue, metaShedCost),
 			fmt.Sprintf("Trigger: from %v to %v the server's capacity is halved (%v per request).", trigFrom, trigTo, 2*metaWork),
 			fmt.Sprintf("Useful: a 200 written while its client was still waiting. Useful/s after: from the trigger's end (%v) to the "+
-				"load's end (%v). Recovered: from then on, every %v window had useful responses for at least %s of the offered load.",
-				trigTo, r.duration, metaWindow, pct(metaRecovered)),
+				"load's end (%v). Useful ≥%s after: from then on, every %v window had useful responses for at least %s of the offered load. "+
+				"Recovered after: until every request sent before the trigger's end has its answer (the backlog is drained) and every request sent from then on succeeds.",
+				trigTo, r.duration, fmt.Sprintf("%.0f%%", 100*metaRecovered), metaWindow, fmt.Sprintf("%.0f%%", 100*metaRecovered)),
 			"The seed fixes the clients' phases, not the scheduling of goroutines on this machine: times vary by a few hundred ms from run to run.",
 		},
 		header: []string{"policy", "requests", "server hits", "amplification", "shed", "success",
-			"useful/s after", "useful after/offered", "recovered after", "p99", "machine"},
+			"useful/s after (of offered)", "useful ≥" + fmt.Sprintf("%.0f%%", 100*metaRecovered) + " after", "recovered after", "p99", "machine"},
 	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
 	var checks []machineCheck
@@ -186,7 +190,8 @@ func metaSection(r metaResult, cfg config) section {
 		s.rows = append(s.rows, []string{
 			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
 			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprint(row.shed), pct(row.sum.success),
-			fmt.Sprintf("%.0f", row.usefulAfter), pct(row.usefulAfter / r.offered), rec, ms(row.sum.p99), row.check.cell(),
+			fmt.Sprintf("%.0f (%.0f%%)", row.usefulAfter, 100*row.usefulAfter/r.offered), rec,
+			settledCell(cfg, row.settle, row.settledIn), ms(row.sum.p99), row.check.cell(),
 		})
 		s.policies = append(s.policies, row.policy)
 		checks, names = append(checks, row.check), append(names, row.policy.name)
@@ -194,7 +199,11 @@ func metaSection(r metaResult, cfg config) section {
 		for i, v := range row.useful {
 			perSec[i] = v * per100
 		}
-		l := line{name: row.policy.name, ys: perSec, note: fmt.Sprintf("%.0f useful/s after, recovered: %s", row.usefulAfter, rec)}
+		note := fmt.Sprintf("%.0f useful/s after the trigger; never ≥%.0f%% useful in the run", row.usefulAfter, 100*metaRecovered)
+		if row.recovered {
+			note = fmt.Sprintf("%.0f useful/s after the trigger; ≥%.0f%% useful after %v", row.usefulAfter, 100*metaRecovered, row.recovery)
+		}
+		l := line{name: row.policy.name, ys: perSec, note: note}
 		if row.recovered {
 			l.mark = (trigTo + row.recovery).Seconds()
 		}
@@ -207,7 +216,7 @@ func metaSection(r metaResult, cfg config) section {
 		{
 			file: "metastable.svg",
 			svg: lineChart{
-				title:  "Metastable overload: useful responses per second (dashed: recovered)",
+				title:  "Metastable overload: useful responses per second (dashed: useful ≥" + fmt.Sprintf("%.0f%%", 100*metaRecovered) + " of offered from then on)",
 				xLabel: "time (s)", yLabel: "useful responses per second",
 				dx:    bucketWidth.Seconds(),
 				lines: useful,

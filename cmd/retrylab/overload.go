@@ -90,9 +90,9 @@ func overloadSection(r overloadResult, cfg config) section {
 		notes: []string{
 			fmt.Sprintf("%d clients, each sending a GET every %v (open loop) for %v: %.0f requests/s offered.",
 				r.clients, overloadPeriod, cfg.duration, r.offered),
-			fmt.Sprintf("The server handles %d requests at once, %v each: %.0f requests/s (offered load %.2f× capacity); "+
+			fmt.Sprintf("The server handles %s at once, %v each: %.0f requests/s (offered load %.2f× capacity); "+
 				"the excess gets 503 with Retry-After: %d at once.",
-				r.capacity, overloadWork, r.capRate, r.offered/r.capRate, retryAfterSecs),
+				plural(r.capacity, "request"), overloadWork, r.capRate, r.offered/r.capRate, retryAfterSecs),
 			fmt.Sprintf("Goodput: 200s per second at the server while the load runs. Clients give up after %v.", clientLimit),
 			"Shedding costs this server nothing, so retries cannot lower its goodput; they fill its idle moments, " +
 				"raising success, at the price of the amplification. A real server pays for each request it sheds.",

@@ -100,9 +100,12 @@ func writeReport(dir string, cfg config, sections []section) (string, error) {
 var page = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>retrylab report</title>
 <style>
-body { font-family: sans-serif; max-width: 900px; margin: 2em auto; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 14px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+.wide { overflow-x: auto; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+td { white-space: nowrap; }
+svg { max-width: 100%; height: auto; }
 th:first-child, td:first-child { text-align: left; }
 code { background: #f4f4f4; padding: 1px 4px; }
 figure { margin: 1em 0; }
@@ -113,10 +116,10 @@ figure { margin: 1em 0; }
 {{range .Sections}}
 <h2 id="{{.ID}}">{{.Title}}</h2>
 <ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
-<table>
+<div class="wide"><table>
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>
+{{end}}</table></div>
 <ul>{{range .Policies}}<li>{{.}}</li>{{end}}</ul>
 {{range .Charts}}<figure>{{.SVG}}<figcaption><a href="{{.File}}">{{.File}}</a></figcaption></figure>{{end}}
 {{end}}
@@ -133,4 +136,33 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%.1fms", v)
 	}
 	return fmt.Sprintf("%.0fms", v)
+}
+
+// plural formats n and noun, with an s unless n is 1: "1 request",
+// "12 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// slug turns name into a part of a file name: lower-case letters and
+// digits, other runs of characters as one '-': "immediate retry" becomes
+// "immediate-retry".
+func slug(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	return b.String()
 }

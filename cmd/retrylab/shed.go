@@ -216,41 +216,53 @@ func shedSection(r shedResult, cfg config) section {
 		notes: []string{
 			fmt.Sprintf("%d clients, each sending a GET every %v (open loop) for %v: %.0f requests/s offered; clients give up after %v.",
 				r.clients, shedPeriod, r.duration, r.offered, shedTimeout),
-			fmt.Sprintf("The server has %d workers, %v per request: %.0f requests/s (offered load %.2f× capacity). "+
+			fmt.Sprintf("The server has %s, %v per request: %.0f requests/s (offered load %.2f× capacity). "+
 				"Requests wait for a worker in an unbounded queue and are worked on even after their caller gave up (wasted).",
-				r.workers, shedWork, r.capRate, r.offered/r.capRate),
+				plural(r.workers, "worker"), shedWork, r.capRate, r.offered/r.capRate),
 			fmt.Sprintf("LoadShedder, fixed + queue: Limit %d (the workers), MaxQueue %d, MaxQueueWait %v. "+
 				"Adaptive: LoadShedderOptions{Adaptive: true}, every default (no queue; it starts at MinLimit 2 to measure "+
 				"the no-load latency, then from 20). Shed requests get 503 and Retry-After: 1 or 2 at once.",
 				r.workers, r.workers, 2*shedWork),
 			"Goodput: 200s answered to a caller still waiting, per second, while the load runs.",
 		},
-		header: []string{"clients", "server", "requests", "server hits", "amplification", "shed", "wasted",
-			"goodput/s", "goodput/capacity", "success", "p50", "p99", "limit"},
+		header: []string{"clients", "server", "server hits", "amplification", "shed", "wasted",
+			"goodput/s (of capacity)", "success", "p50", "p99", "limit"},
 	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
-	lines := make([]line, 0, len(r.rows))
+	if len(r.rows) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("Each row: %s sent by the clients.", plural(r.rows[0].sum.requests, "request")))
+	}
+	byClient := map[string][]line{}
+	var clients []string
 	for _, row := range r.rows {
 		s.rows = append(s.rows, []string{
-			row.policy.name, row.server, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
+			row.policy.name, row.server, fmt.Sprint(row.attempts),
 			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprint(row.shed), fmt.Sprint(row.wasted),
-			fmt.Sprintf("%.0f", row.goodput), pct(row.goodput / r.capRate), pct(row.sum.success),
+			fmt.Sprintf("%.0f (%.0f%%)", row.goodput, 100*row.goodput/r.capRate), pct(row.sum.success),
 			ms(row.sum.p50), ms(row.sum.p99), row.limit,
 		})
-		lines = append(lines, line{name: row.policy.name + ", " + row.server, ys: row.useful100})
+		name := row.policy.name
+		if _, ok := byClient[name]; !ok {
+			clients = append(clients, name)
+		}
+		byClient[name] = append(byClient[name], line{name: row.server, ys: row.useful100})
 	}
 	s.policies = shedPolicies()
+	// One chart per client policy, its lines the servers: four lines near
+	// capacity in one chart could not be told apart.
 	per100 := bucketWidth.Seconds()
-	s.charts = []chart{{
-		file: "shed.svg",
-		svg: lineChart{
-			title:  "Load shedding: useful answers per 100ms",
-			xLabel: "time (s)", yLabel: "200s to a waiting caller per 100ms",
-			dx:     per100,
-			lines:  lines,
-			bands:  []band{{from: 0, to: r.duration.Seconds(), label: "offered load"}},
-			hlines: []hline{{y: r.capRate * per100, label: "capacity"}},
-		}.svg(),
-	}}
+	for _, name := range clients {
+		s.charts = append(s.charts, chart{
+			file: "shed-" + slug(name) + ".svg",
+			svg: lineChart{
+				title:  "Load shedding, clients with " + name + ": useful answers per 100ms",
+				xLabel: "time (s)", yLabel: "useful answers (count) per 100ms",
+				dx:     per100,
+				lines:  byClient[name],
+				bands:  []band{{from: 0, to: r.duration.Seconds(), label: "offered load"}},
+				hlines: []hline{{y: r.capRate * per100, label: "capacity"}},
+			}.svg(),
+		})
+	}
 	return s
 }

@@ -17,10 +17,26 @@ const (
 	chartWidth  = 860
 	chartHeight = 420
 	marginLeft  = 64
-	marginRight = 250 // room for the legend
+	marginRight = 24
 	marginTop   = 44
-	marginBot   = 52
+	marginBot   = 52 // the plot's bottom is chartHeight-marginBot; the legend goes below chartHeight
 )
+
+// dashes tell apart the lines of a chart besides their colour, in order,
+// so that lines of close colours, or drawn over each other, stay distinct.
+var dashes = []string{"", "7,3", "", "2,2", "", "10,3,2,3", ""}
+
+// lineStyle returns the SVG stroke attributes of line i of n: its colour,
+// its dash, and a width that shrinks with the drawing order, so that a line
+// drawn over an equal one leaves it showing on both sides.
+func lineStyle(i, n int) string {
+	width := 1.5 + 0.5*float64(n-1-i)
+	style := fmt.Sprintf(`stroke="%s" stroke-width="%.1f" stroke-linejoin="round"`, palette[i%len(palette)], width)
+	if d := dashes[i%len(dashes)]; d != "" {
+		style += fmt.Sprintf(` stroke-dasharray="%s"`, d)
+	}
+	return style
+}
 
 // line is one series of a lineChart: the value of point i is at x = i·dx.
 // A note is written under its name in the legend; a mark, if positive, is
@@ -81,7 +97,7 @@ func (c lineChart) svg() []byte {
 	px := func(x float64) float64 { return marginLeft + x/xmax*plotW }
 	py := func(y float64) float64 { return marginTop + plotH - y/ytop*plotH }
 
-	header(&b, c.title)
+	header(&b, c.title, chartHeight+legendHeight(c.lines))
 	for _, bd := range c.bands {
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%.1f" fill="#eeeeee"/>`+"\n",
 			px(bd.from), marginTop, px(bd.to)-px(bd.from), plotH)
@@ -103,14 +119,13 @@ func (c lineChart) svg() []byte {
 	for _, h := range c.hlines {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="6,4"/>`+"\n",
 			marginLeft, py(h.y), px(xmax), py(h.y))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%s</text>`+"\n", px(xmax)-4, py(h.y)-4, esc(h.label))
 	}
 	for i, l := range c.lines {
 		if l.mark > 0 && l.mark <= xmax {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="3,3"/>`+"\n",
 				px(l.mark), marginTop, px(l.mark), py(0), palette[i%len(palette)])
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="`, palette[i%len(palette)])
+		fmt.Fprintf(&b, `<polyline fill="none" %s points="`, lineStyle(i, len(c.lines)))
 		for j, y := range l.ys {
 			if j > 0 {
 				b.WriteByte(' ')
@@ -118,6 +133,17 @@ func (c lineChart) svg() []byte {
 			fmt.Fprintf(&b, "%.1f,%.1f", px(float64(j)*c.dx), py(y))
 		}
 		b.WriteString(`"/>` + "\n")
+	}
+	// The labels of the reference lines go over the series, on a white
+	// halo, alternating between the right and the left end, so that two
+	// close lines keep readable labels.
+	for i, h := range c.hlines {
+		x, anchor := px(xmax)-4, "end"
+		if i%2 == 1 {
+			x, anchor = marginLeft+4, "start"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="%s" stroke="white" stroke-width="3" paint-order="stroke">%s</text>`+"\n",
+			x, py(h.y)-4, anchor, esc(h.label))
 	}
 	legend(&b, c.lines)
 	b.WriteString("</svg>\n")
@@ -193,10 +219,11 @@ func (c barChart) svg() []byte {
 	return b.Bytes()
 }
 
-// header opens an SVG document of the line chart size with a title.
-func header(b *bytes.Buffer, title string) {
+// header opens an SVG document of the line chart's width and the given
+// height, with a title.
+func header(b *bytes.Buffer, title string, height int) {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif">`+"\n",
-		chartWidth, chartHeight, chartWidth, chartHeight)
+		chartWidth, height, chartWidth, height)
 	fmt.Fprintf(b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(b, `<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>`+"\n", marginLeft, esc(title))
 }
@@ -212,21 +239,38 @@ func axes(b *bytes.Buffer, xLabel, yLabel string) {
 		(marginTop+bottom)/2, (marginTop+bottom)/2, esc(yLabel))
 }
 
-// legend lists the lines' names and colours to the right of the plot.
-func legend(b *bytes.Buffer, lines []line) {
-	x := chartWidth - marginRight + 14
-	step := 20
+// legendColumns is the number of columns of a line chart's legend.
+const legendColumns = 2
+
+// legendRow returns the height of one row of a legend of lines: taller when
+// a line has a note under its name.
+func legendRow(lines []line) int {
 	for _, l := range lines {
 		if l.note != "" {
-			step = 34
+			return 34
 		}
 	}
+	return 20
+}
+
+// legendHeight returns the height the legend of lines takes below the plot.
+func legendHeight(lines []line) int {
+	rows := (len(lines) + legendColumns - 1) / legendColumns
+	return rows*legendRow(lines) + 16
+}
+
+// legend lists the lines' names, styles and notes below the plot, in
+// columns, where long names have the chart's whole width.
+func legend(b *bytes.Buffer, lines []line) {
+	colW := (chartWidth - marginLeft) / legendColumns
+	step := legendRow(lines)
 	for i, l := range lines {
-		y := marginTop + 10 + i*step
-		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", x, y, x+22, y, palette[i%len(palette)])
-		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="12">%s</text>`+"\n", x+28, y+4, esc(l.name))
+		x := marginLeft + (i%legendColumns)*colW
+		y := chartHeight + 12 + (i/legendColumns)*step
+		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" %s/>`+"\n", x, y, x+30, y, lineStyle(i, len(lines)))
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="12">%s</text>`+"\n", x+36, y+4, esc(l.name))
 		if l.note != "" {
-			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#555">%s</text>`+"\n", x+28, y+17, esc(l.note))
+			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#555">%s</text>`+"\n", x+36, y+17, esc(l.note))
 		}
 	}
 }
