@@ -36,14 +36,13 @@
 // before failing. A circuit breaker per host is available
 // (WithCircuitBreaker), and so is hedging of idempotent requests
 // (WithHedging), whose hedges spend the same budget.
-// Across a chain of services, Pushback wraps a service's handler so that a
-// failure it already retried reaches its callers marked "don't retry"
-// (Retry-Pushback: no-retry), which the default policy honours: only the hop
-// above a failure retries it. docs/storms.md gives the arithmetic and
-// measurements. On a service's inbound side, LoadShedder limits the requests
-// handled at once (fixed or adaptive) and refuses the excess with 503 and a
-// jittered Retry-After, which the hop above may retry; put it outside
-// Pushback (docs/shedding.md).
+// Across a chain of services, the default policy honours the "don't retry"
+// signal (Retry-Pushback: no-retry) of a failure already retried below:
+// only the hop above a failure retries it. docs/storms.md gives the
+// arithmetic and measurements. The inbound side of a service, the
+// middleware that sends that signal (Pushback) and refuses the excess load
+// with a 503 the hop above may retry (LoadShedder), is package inbound: a
+// client-only user never reads it (docs/shedding.md).
 //
 // Where it sits: the Transport wraps a base transport (WithTransport), which
 // sends each attempt. Instrumentation that should see every attempt (an

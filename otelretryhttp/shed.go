@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Names of the instruments of a retryhttp.LoadShedder (ObserveLoadShedder).
+// Names of the instruments of an inbound.LoadShedder (ObserveLoadShedder).
 const (
 	// ShedAdmittedName counts requests a shedder admitted, those it lets
 	// pass by its MustPass predicate included.
@@ -32,9 +32,9 @@ const (
 // nothing. attrs are added to every data point (a name for the shedder,
 // when a process has several). Unregister the returned registration to
 // stop. It fails if s is nil or an instrument cannot be made.
-func ObserveLoadShedder(s *retryhttp.LoadShedder, mp metric.MeterProvider, attrs ...attribute.KeyValue) (metric.Registration, error) {
+func ObserveLoadShedder(s *inbound.LoadShedder, mp metric.MeterProvider, attrs ...attribute.KeyValue) (metric.Registration, error) {
 	if s == nil {
-		return nil, errors.New("otelretryhttp: ObserveLoadShedder of a nil *retryhttp.LoadShedder")
+		return nil, errors.New("otelretryhttp: ObserveLoadShedder of a nil *inbound.LoadShedder")
 	}
 	if mp == nil {
 		mp = otel.GetMeterProvider()

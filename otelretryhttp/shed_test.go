@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/seed2409de8f/retryhttp/otelretryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,7 +17,7 @@ import (
 // collection.
 func TestObserveLoadShedder(t *testing.T) {
 	m := newMeter(t)
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit:    1,
 		MustPass: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	})

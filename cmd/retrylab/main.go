@@ -13,7 +13,7 @@
 //   - overload: a server with a fixed capacity shedding the excess with 503
 //     and Retry-After; goodput and amplification.
 //   - shed: a server that pays for the work it accepts and queues without
-//     limit, with and without retryhttp.LoadShedder in front (shed.go).
+//     limit, with and without inbound.LoadShedder in front (shed.go).
 //   - metastable: a server with a queue, working for clients who left,
 //     whose capacity halves for a second; which policies let it recover
 //     when the trigger ends, and which keep it down (useful responses per

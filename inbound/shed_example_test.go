@@ -1,4 +1,4 @@
-package retryhttp_test
+package inbound_test
 
 import (
 	"fmt"
@@ -7,13 +7,14 @@ import (
 	"net/http/httptest"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 )
 
 // A server that handles one request at once: the excess is refused at once
 // with 503 and a Retry-After of 1 or 2 seconds, while health checks always
 // pass.
 func ExampleLoadShedder() {
-	shedder := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	shedder := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit:    1,
 		MustPass: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	})

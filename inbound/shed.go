@@ -1,4 +1,4 @@
-package retryhttp
+package inbound
 
 import (
 	"io"
@@ -163,8 +163,8 @@ type LoadShedderStats struct {
 // excess with 503 Service Unavailable and a jittered Retry-After, before
 // the handler runs: a shed request costs the server almost nothing, and was
 // never processed, so its caller may send it again after the wait, whatever
-// its method. The response does not carry RetrySignalHeader: the caller one
-// hop up is the one that should retry it, within its own budget; when it
+// its method. The response does not carry retryhttp.RetrySignalHeader: the
+// caller one hop up is the one that should retry it, within its own budget; when it
 // gives up, Pushback on its inbound side tells the callers above it not to.
 // docs/shedding.md explains why, with the chain's arithmetic.
 //
