@@ -62,5 +62,5 @@ func ExampleLoadShedder() {
 	// /: 503 Service Unavailable, Retry-After 1 or 2: true, Retry-Pushback: ""
 	// /healthz: 200 OK, Retry-After 1 or 2: false, Retry-Pushback: ""
 	// /slow: 200 OK
-	// {Limit:1 InFlight:0 Queued:0 Admitted:2 Shed:1}
+	// {Limit:1 InFlight:0 Queued:0 Admitted:2 Shed:1 Late:0}
 }

@@ -406,6 +406,8 @@ func TestShedReasonString(t *testing.T) {
 	assert.Equal(t, "over_limit", inbound.ShedOverLimit.String())
 	assert.Equal(t, "queue_timeout", inbound.ShedQueueTimeout.String())
 	assert.Equal(t, "canceled", inbound.ShedCanceled.String())
+	assert.Equal(t, "too_late", inbound.ShedTooLate.String())
+	assert.Equal(t, "expired", inbound.ShedExpired.String())
 	assert.Equal(t, "ShedReason(9)", inbound.ShedReason(9).String())
 }
 

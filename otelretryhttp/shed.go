@@ -17,6 +17,10 @@ const (
 	ShedAdmittedName = "retryhttp.server.shed.admitted"
 	// ShedRefusedName counts requests a shedder refused with 503.
 	ShedRefusedName = "retryhttp.server.shed.refused"
+	// ShedLateName counts, of the refused, the requests a shedder refused
+	// for their caller's deadline: too little time left on arrival, or
+	// expired in the queue (inbound.ShedTooLate, inbound.ShedExpired).
+	ShedLateName = "retryhttp.server.shed.late"
 	// ShedLimitName gauges a shedder's concurrency limit.
 	ShedLimitName = "retryhttp.server.shed.limit"
 	// ShedInFlightName gauges the requests a shedder has admitted and that
@@ -47,6 +51,9 @@ func ObserveLoadShedder(s *inbound.LoadShedder, mp metric.MeterProvider, attrs .
 	refused, e := m.Int64ObservableCounter(ShedRefusedName, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests the load shedder refused with 503."))
 	err = errors.Join(err, e)
+	late, e := m.Int64ObservableCounter(ShedLateName, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests the load shedder refused for their caller's deadline."))
+	err = errors.Join(err, e)
 	limit, e := m.Int64ObservableGauge(ShedLimitName, metric.WithUnit("{request}"),
 		metric.WithDescription("Concurrency limit of the load shedder."))
 	err = errors.Join(err, e)
@@ -64,9 +71,10 @@ func ObserveLoadShedder(s *inbound.LoadShedder, mp metric.MeterProvider, attrs .
 		st := s.Stats()
 		o.ObserveInt64(admitted, int64(st.Admitted), opt)
 		o.ObserveInt64(refused, int64(st.Shed), opt)
+		o.ObserveInt64(late, int64(st.Late), opt)
 		o.ObserveInt64(limit, int64(st.Limit), opt)
 		o.ObserveInt64(inflight, int64(st.InFlight), opt)
 		o.ObserveInt64(queued, int64(st.Queued), opt)
 		return nil
-	}, admitted, refused, limit, inflight, queued)
+	}, admitted, refused, late, limit, inflight, queued)
 }
