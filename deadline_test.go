@@ -144,3 +144,20 @@ func TestDeadlineHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineHeaderAllocs bounds what the header costs an attempt with a
+// deadline: a copy of the request and of its header map, the value (5
+// allocations when measured; docs/deadlines.md), and nothing when off.
+func TestDeadlineHeaderAllocs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	get := func(url string) (*http.Request, error) { return http.NewRequestWithContext(ctx, http.MethodGet, url, nil) }
+	const url = "http://example.test/"
+	plain := testing.AllocsPerRun(100, mustRoundTrip(retryhttp.New(retryhttp.WithTransport(memTransport{})), url, get))
+	off := testing.AllocsPerRun(100, mustRoundTrip(retryhttp.New(retryhttp.WithTransport(memTransport{}),
+		retryhttp.WithDeadlineHeader(false)), url, get))
+	on := testing.AllocsPerRun(100, mustRoundTrip(retryhttp.New(retryhttp.WithTransport(memTransport{}),
+		retryhttp.WithDeadlineHeader(true)), url, get))
+	assert.Equal(t, plain, off)
+	assert.LessOrEqual(t, on-plain, 6.0, "%v allocations with the header, %v without", on, plain)
+}
