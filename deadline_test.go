@@ -151,7 +151,9 @@ func TestDeadlineHeader(t *testing.T) {
 func TestDeadlineHeaderAllocs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	get := func(url string) (*http.Request, error) { return http.NewRequestWithContext(ctx, http.MethodGet, url, nil) }
+	get := func(url string) (*http.Request, error) {
+		return http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	}
 	const url = "http://example.test/"
 	plain := testing.AllocsPerRun(100, mustRoundTrip(retryhttp.New(retryhttp.WithTransport(memTransport{})), url, get))
 	off := testing.AllocsPerRun(100, mustRoundTrip(retryhttp.New(retryhttp.WithTransport(memTransport{}),
