@@ -73,28 +73,19 @@ func TestLoadShedderRefusesTooLate(t *testing.T) {
 // no-retry answer; the request behind it, whose caller still waits, gets
 // the slot.
 func TestLoadShedderDropsExpired(t *testing.T) {
-	reasons := make(chan inbound.ShedReason, 10)
-	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
-		Limit: 1, MaxQueue: 5, MaxQueueWait: time.Minute,
-		OnDecision: func(d inbound.ShedDecision) { reasons <- d.Reason },
-	})
-	g := newGate()
-	srv := shedServerWith(t, s, g)
-	t.Cleanup(g.open)
-	c := plainClient(t)
-	held := occupy(t, c, srv.URL, g, 1)
-	assert.Equal(t, inbound.ShedNone, <-reasons)
+	q := newHeldQueue(t)
+	s, g, c, reasons, url := q.s, q.g, q.c, q.reasons, q.url
 
 	patient := make(chan *http.Response, 1)
-	go func() { patient <- getWithin(t, c, srv.URL+"/fast", 60_000) }()
+	go func() { patient <- getWithin(t, c, url+"/fast", 60_000) }()
 	require.Eventually(t, func() bool { return s.Stats().Queued == 1 }, 5*time.Second, time.Millisecond)
-	res := getWithin(t, c, srv.URL+"/fast", 50) // queued behind the patient one, expires
+	res := getWithin(t, c, url+"/fast", 50) // queued behind the patient one, expires
 	assertLate(t, res)
 	assert.Equal(t, inbound.ShedExpired, <-reasons)
 	assert.Len(t, g.started, 0, "the handler never ran for it")
 
 	g.open()
-	assert.Equal(t, http.StatusOK, <-held[0])
+	assert.Equal(t, http.StatusOK, <-q.held)
 	assert.Equal(t, http.StatusOK, (<-patient).StatusCode)
 	assert.Equal(t, inbound.ShedNone, <-reasons)
 	assert.Equal(t, uint64(1), s.Stats().Late)
@@ -103,25 +94,16 @@ func TestLoadShedderDropsExpired(t *testing.T) {
 // TestLoadShedderCanceledIsNotLate: a caller that cancels (no deadline)
 // while its request waits is counted as canceled, not late.
 func TestLoadShedderCanceledIsNotLate(t *testing.T) {
-	reasons := make(chan inbound.ShedReason, 10)
-	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
-		Limit: 1, MaxQueue: 5, MaxQueueWait: time.Minute,
-		OnDecision: func(d inbound.ShedDecision) { reasons <- d.Reason },
-	})
-	g := newGate()
-	srv := shedServerWith(t, s, g)
-	t.Cleanup(g.open)
-	c := plainClient(t)
-	held := occupy(t, c, srv.URL, g, 1)
-	<-reasons
+	q := newHeldQueue(t)
+	s, g, c, reasons, url := q.s, q.g, q.c, q.reasons, q.url
 	ctx, cancel := context.WithCancel(context.Background())
-	done := getAsync(ctx, c, srv.URL+"/fast")
+	done := getAsync(ctx, c, url+"/fast")
 	require.Eventually(t, func() bool { return s.Stats().Queued == 1 }, 5*time.Second, time.Millisecond)
 	cancel()
 	assert.Equal(t, 0, <-done)
 	assert.Equal(t, inbound.ShedCanceled, <-reasons)
 	g.open()
-	assert.Equal(t, http.StatusOK, <-held[0])
+	assert.Equal(t, http.StatusOK, <-q.held)
 	assert.Zero(t, s.Stats().Late)
 }
 
@@ -132,4 +114,30 @@ func shedServerWith(t *testing.T, s *inbound.LoadShedder, h http.Handler) *httpt
 	srv := httptest.NewServer(inbound.Deadline(s.Handler(h)))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// heldQueue is a shedder with one slot, held by a request blocked in g,
+// and a queue: the next requests wait. reasons receives every decision
+// after the held request's.
+type heldQueue struct {
+	s       *inbound.LoadShedder
+	g       *gate
+	c       *http.Client
+	reasons chan inbound.ShedReason
+	url     string
+	held    <-chan int // the held request's status
+}
+
+func newHeldQueue(t *testing.T) heldQueue {
+	t.Helper()
+	q := heldQueue{reasons: make(chan inbound.ShedReason, 10), g: newGate(), c: plainClient(t)}
+	q.s = inbound.NewLoadShedder(inbound.LoadShedderOptions{
+		Limit: 1, MaxQueue: 5, MaxQueueWait: time.Minute,
+		OnDecision: func(d inbound.ShedDecision) { q.reasons <- d.Reason },
+	})
+	q.url = shedServerWith(t, q.s, q.g).URL
+	t.Cleanup(q.g.open)
+	q.held = occupy(t, q.c, q.url, q.g, 1)[0]
+	require.Equal(t, inbound.ShedNone, <-q.reasons)
+	return q
 }
