@@ -21,10 +21,11 @@ const (
 	// RetrySignalNoRetry (compared without regard to case, among
 	// comma-separated tokens) is not retried by DefaultShouldRetryFn nor by
 	// the functions of CustomizedShouldRetryFn, whatever its status and its
-	// Retry-After. Other values are ignored. inbound.Pushback adds it; a handler
-	// may also set it itself, on a failure that no caller should retry.
-	// inbound.LoadShedder's 503s do not carry it: the caller directly above may
-	// retry a shed request (docs/shedding.md).
+	// Retry-After. Other values are ignored. inbound.Pushback adds it; a
+	// handler may also set it itself, on a failure that no caller should
+	// retry. inbound.LoadShedder's 503s do not carry it (the caller directly
+	// above may retry a shed request: docs/shedding.md), but for a caller
+	// whose deadline left no time (docs/deadlines.md).
 	RetrySignalHeader = "Retry-Pushback"
 
 	// RetrySignalNoRetry is the value of RetrySignalHeader that means "the
@@ -43,9 +44,10 @@ const (
 // WithRetrySignal turns the cross-hop signal on or off for this transport;
 // it is on by default. When on, DefaultShouldRetryFn does not retry a
 // response carrying RetrySignalHeader: no-retry, and a request sent from a
-// handler wrapped with inbound.Pushback reports to it how it ended. When off, the
-// transport ignores the signal: such responses are retried like any other,
-// and the handler's inbound.Pushback learns nothing from this transport.
+// handler wrapped with inbound.Pushback reports to it how it ended. When
+// off, the transport ignores the signal: such responses are retried like
+// any other, and the handler's inbound.Pushback learns nothing from this
+// transport.
 func WithRetrySignal(enabled bool) Option {
 	return option(func(s *settings) { s.retrySignal = enabled })
 }
@@ -94,8 +96,8 @@ func HasRetrySignal(h http.Header) bool {
 	return false
 }
 
-// pushback tells the inbound.Pushback of req's inbound request, if any, that req,
-// which ran with s, ended as end says, with res. Only give-ups and
+// pushback tells the inbound.Pushback of req's inbound request, if any,
+// that req, which ran with s, ended as end says, with res. Only give-ups and
 // signalled failures are reported, so a request that succeeds looks up
 // nothing: it ended with a status below 400 (StopSuccess), neither a
 // give-up nor a failed status, and is not looked at past this inlined

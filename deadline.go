@@ -30,8 +30,8 @@ const maxDeadlineMillis = 99_999_999
 // WithDeadlineHeader turns the deadline header (DeadlineHeader) on or off;
 // it is off by default. When on, every attempt of a request whose context
 // has a deadline, first, retry or hedge, carries the time left before that
-// deadline, measured by the transport's Clock when the attempt is sent and
-// bounded by the attempt timeout (WithAttemptTimeout), rounded down to the
+// deadline, measured when the attempt is sent (context deadlines are read
+// against the real clock) and bounded by the attempt timeout (WithAttemptTimeout), rounded down to the
 // millisecond; a request without a deadline carries none of ours (a value
 // its caller set is sent as it is). The header goes on a copy of the
 // request: the caller's is never modified.

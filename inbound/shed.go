@@ -100,8 +100,10 @@ type LoadShedderOptions struct {
 // the handler runs: a shed request costs the server almost nothing, and was
 // never processed, so its caller may send it again after the wait, whatever
 // its method. The response does not carry retryhttp.RetrySignalHeader: the
-// caller one hop up is the one that should retry it, within its own budget; when it
-// gives up, Pushback on its inbound side tells the callers above it not to.
+// caller one hop up is the one that should retry it, within its own budget;
+// when it gives up, Pushback on its inbound side tells the callers above it
+// not to. A request whose caller's deadline leaves no time is the exception
+// (ShedTooLate, ShedExpired; docs/deadlines.md).
 // docs/shedding.md explains why, with the chain's arithmetic.
 //
 // One LoadShedder holds one limit: wrap every handler that shares the
