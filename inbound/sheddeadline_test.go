@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +141,49 @@ func newHeldQueue(t *testing.T) heldQueue {
 	q.held = occupy(t, q.c, q.url, q.g, 1)[0]
 	require.Equal(t, inbound.ShedNone, <-q.reasons)
 	return q
+}
+
+// TestLoadShedderDropsTooLittleLeft: a request that left the queue with
+// less time than the service's usual latency is dropped before its handler
+// runs, although its deadline has not passed yet. The shedder's clock runs
+// ahead by skew: the usual latency it learns is 200ms, and when the slot
+// comes the caller has 100ms left.
+func TestLoadShedderDropsTooLittleLeft(t *testing.T) {
+	var skew atomic.Int64
+	var ran atomic.Int32
+	reasons := make(chan inbound.ShedReason, 10)
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
+		Limit: 1, MaxQueue: 5, MaxQueueWait: time.Minute,
+		OnDecision: func(d inbound.ShedDecision) { reasons <- d.Reason },
+	})
+	inbound.SetShedClock(s, func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	g := newGate()
+	srv := shedServerWith(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/learn":
+			skew.Add(int64(200 * time.Millisecond))
+		case "/hold":
+			g.ServeHTTP(w, r)
+		default:
+			ran.Add(1)
+		}
+	}))
+	t.Cleanup(g.open)
+	c := plainClient(t)
+	assert.Equal(t, http.StatusOK, getWithin(t, c, srv.URL+"/learn", 60_000).StatusCode)
+	assert.Equal(t, inbound.ShedNone, <-reasons)
+	skew.Store(0)
+	held := occupy(t, c, srv.URL+"/hold", g, 1)
+	assert.Equal(t, inbound.ShedNone, <-reasons)
+
+	// 1000ms left, 200ms of wait and 200ms of work expected: queued.
+	done := make(chan *http.Response, 1)
+	go func() { done <- getWithin(t, c, srv.URL+"/work", 1000) }()
+	require.Eventually(t, func() bool { return s.Stats().Queued == 1 }, 5*time.Second, time.Millisecond)
+	skew.Store(int64(900 * time.Millisecond)) // about 100ms left
+	g.open()
+	assertLate(t, <-done)
+	assert.Equal(t, inbound.ShedExpired, <-reasons)
+	assert.Zero(t, ran.Load(), "the handler never ran for it")
+	assert.Equal(t, http.StatusOK, <-held[0])
 }
