@@ -47,3 +47,17 @@ func ExampleDeadline() {
 	// deadline within 2s: true
 	// 503 no-retry 1
 }
+
+// What a server reads from the header: hostile values are ignored.
+func ExampleTimeLeft() {
+	for _, v := range []string{"250", "0", "-1", "5ms", "100000000"} {
+		left, ok := inbound.TimeLeft(http.Header{retryhttp.DeadlineHeader: {v}})
+		fmt.Printf("%q: %v %v\n", v, left, ok)
+	}
+	// Output:
+	// "250": 250ms true
+	// "0": 0s true
+	// "-1": 0s false
+	// "5ms": 0s false
+	// "100000000": 0s false
+}

@@ -133,7 +133,7 @@ func deadlineRun(ctx context.Context, cfg config, r deadlineResult, propagate bo
 		})
 	row := deadlineRow{
 		name: "without propagation", propagate: propagate, sum: cfg.summarize(outcomes),
-		work: time.Duration(c.work.Load()), wasted: time.Duration(c.wasted.Load()),
+		work: cfg.model(time.Duration(c.work.Load())), wasted: cfg.model(time.Duration(c.wasted.Load())),
 		after: float64(okAfter.Load()) / float64(max(sentAfter.Load(), 1)),
 	}
 	if propagate {
