@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -271,7 +271,7 @@ func TestPushbackRule(t *testing.T) {
 	tr := newTransport(t, noDelay, onFakeTime())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			front := httptest.NewServer(retryhttp.Pushback(frontend(t, tr, backends, tt)))
+			front := httptest.NewServer(inbound.Pushback(frontend(t, tr, backends, tt)))
 			defer front.Close()
 			res, err := http.Get(front.URL)
 			require.NoError(t, err)
@@ -295,7 +295,7 @@ func frontend(t *testing.T, tr http.RoundTripper, urls map[string]string, tt fro
 				defer wg.Done()
 				ctx := r.Context()
 				if tt.excluded {
-					ctx = retryhttp.ExcludeFromPushback(ctx)
+					ctx = inbound.ExcludeFromPushback(ctx)
 				}
 				req, err := http.NewRequestWithContext(ctx, http.MethodGet, urls[b], nil)
 				if !assert.NoError(t, err) {
@@ -322,7 +322,7 @@ func TestPushbackCircuitOpen(t *testing.T) {
 	dead := newCountingServer(t, always(503))
 	tr := newTransport(t, retryhttp.WithMaxRetries(0),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1, OpenTimeout: time.Hour}))
-	h := retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, dead.URL, nil)
 		res, err := tr.RoundTrip(req)
 		if err != nil {
@@ -354,7 +354,7 @@ func TestPushbackConcurrent(t *testing.T) {
 	// The dead backend's parked retries wait out MaxWait in microseconds
 	// (onFakeTime).
 	tr := newTransport(t, noDelay, onFakeTime())
-	front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		statuses := map[string]int{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -420,7 +420,7 @@ func TestPushbackWriter(t *testing.T) {
 		}
 	}
 	t.Run("Flusher", func(t *testing.T) {
-		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			giveUp(r)
 			w.WriteHeader(503)
 			f, ok := w.(http.Flusher)
@@ -431,7 +431,7 @@ func TestPushbackWriter(t *testing.T) {
 		assertSignal(t, front.URL, 503, true)
 	})
 	t.Run("ResponseController", func(t *testing.T) {
-		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rc := http.NewResponseController(w)
 			assert.NoError(t, rc.SetWriteDeadline(time.Now().Add(time.Minute)))
 			giveUp(r)
@@ -446,7 +446,7 @@ func TestPushbackWriter(t *testing.T) {
 		// Regression: the writer had Flush but no FlushError, so
 		// ResponseController.Flush never reported a client gone.
 		flushErr := make(chan error, 1)
-		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rc := http.NewResponseController(w)
 			chunk := bytes.Repeat([]byte("x"), 32<<10)
 			deadline := time.Now().Add(5 * time.Second)
@@ -468,7 +468,7 @@ func TestPushbackWriter(t *testing.T) {
 		assert.Error(t, <-flushErr, "the handler learns the client is gone")
 	})
 	t.Run("implicit 200", func(t *testing.T) {
-		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			giveUp(r)
 			_, _ = io.WriteString(w, "fallback")
 		})))
@@ -476,7 +476,7 @@ func TestPushbackWriter(t *testing.T) {
 		assertSignal(t, front.URL, 200, false)
 	})
 	t.Run("Hijacker", func(t *testing.T) {
-		front := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			conn, buf, err := w.(http.Hijacker).Hijack()
 			if !assert.NoError(t, err) {
 				return
@@ -489,7 +489,7 @@ func TestPushbackWriter(t *testing.T) {
 		assertSignal(t, front.URL, 418, false)
 	})
 	t.Run("nested", func(t *testing.T) {
-		front := httptest.NewServer(retryhttp.Pushback(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		front := httptest.NewServer(inbound.Pushback(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			giveUp(r)
 			w.WriteHeader(503)
 		}))))
@@ -518,7 +518,7 @@ func assertSignal(t *testing.T, url string, status int, want bool) *http.Respons
 func TestPushbackHappyPathAddsNoAllocs(t *testing.T) {
 	tr := retryhttp.New(retryhttp.WithTransport(memTransport{}))
 	var ctx context.Context
-	h := retryhttp.Pushback(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() }))
+	h := inbound.Pushback(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() }))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	get := func(ctx context.Context) func(string) (*http.Request, error) {
 		return func(url string) (*http.Request, error) {
@@ -529,46 +529,4 @@ func TestPushbackHappyPathAddsNoAllocs(t *testing.T) {
 	plain := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(context.Background())))
 	inside := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(ctx)))
 	assert.Equal(t, plain, inside)
-}
-
-// A service wraps its handler with Pushback. When its call to a backend
-// gives up and it passes the failure on, its callers are told not to retry:
-// the backend sees the retries of one hop only.
-func ExamplePushback() {
-	var backendHits atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		backendHits.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer backend.Close()
-
-	noWait := retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
-	outbound := retryhttp.New(noWait)
-	defer outbound.CloseIdleConnections()
-	service := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The outbound request carries the inbound request's context.
-		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, backend.URL, nil)
-		res, err := outbound.RoundTrip(req)
-		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		res.Body.Close()
-		w.WriteHeader(res.StatusCode) // passes the failure on
-	})))
-	defer service.Close()
-
-	client := retryhttp.New(noWait)
-	defer client.CloseIdleConnections()
-	res, err := (&http.Client{Transport: client}).Get(service.URL)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	res.Body.Close()
-	fmt.Println(res.StatusCode, res.Header.Get(retryhttp.RetrySignalHeader))
-	fmt.Println("backend requests:", backendHits.Load())
-	// Output:
-	// 503 no-retry
-	// backend requests: 4
 }

@@ -48,14 +48,14 @@
 // per host is available ([WithCircuitBreaker]), and so is hedging of
 // idempotent requests ([WithHedging]), whose hedges spend the same budget.
 //
-// Across a chain of services, [Pushback] wraps a service's handler so that a
-// failure it already retried reaches its callers marked "don't retry"
-// (Retry-Pushback: no-retry), which the default policy honours: only the hop
-// above a failure retries it. On a service's inbound side, [LoadShedder]
-// limits the requests handled at once (fixed or adaptive) and refuses the
-// excess with 503 and a jittered Retry-After, which the hop above may retry;
-// put it outside Pushback. The arithmetic and measurements: [storms] and
-// [shedding].
+// Across a chain of services, the default policy honours the "don't retry"
+// signal (Retry-Pushback: no-retry) of a failure already retried below: only
+// the hop above a failure retries it. The inbound side of a service is
+// package [github.com/seed2409de8f/retryhttp/inbound], which a client-only
+// user never reads: the middleware that sends that signal (Pushback), the
+// one that refuses the excess load with a 503 the hop above may retry
+// (LoadShedder), and the one that bounds a handler by the caller's deadline
+// (Deadline). The arithmetic and measurements: [storms] and [shedding].
 //
 // # Where it sits
 //

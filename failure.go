@@ -1,6 +1,10 @@
 package retryhttp
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/seed2409de8f/retryhttp/internal/hop"
+)
 
 // "Is this outcome a failure?" Five parts of the transport ask it, and they
 // do not all mean the same thing. The statuses two or more of them share
@@ -19,7 +23,7 @@ import "net/http"
 //	breaker (breaker.go sample)  a request's final outcome    an error, or failedStatus; not a
 //	                                                          sample: a caller's cancellation,
 //	                                                          a failure to read its body
-//	Pushback (crosshop.go)       a handler's status; an       failedStatus
+//	Pushback (inbound/pushback)  a handler's status; an       failedStatus
 //	                             outbound request's response
 //
 // Why they differ:
@@ -50,7 +54,7 @@ func answered(code int) bool {
 // that failed or asks to be left alone: 429, or 500 and above. It fails a
 // breaker's sample, and it is the failure that Pushback passes on.
 func failedStatus(code int) bool {
-	return code >= 500 || code == http.StatusTooManyRequests
+	return hop.FailedStatus(code) // one definition, shared with package inbound
 }
 
 // success reports whether an attempt that ended with res shows a server

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/hop"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -202,10 +203,10 @@ func TestFastPathReportsToHooksAndBreaker(t *testing.T) {
 	assert.Equal(t, []StopReason{StopSuccess}, stops)
 	assert.Zero(t, changes.Load())
 
-	pw := &pushbackWriter{rw: httptest.NewRecorder()}
-	ctx := context.WithValue(context.Background(), pushbackKey{}, pw)
+	var outcome hop.Outcome // what inbound.Pushback reads
+	ctx := hop.WithOutcome(context.Background(), &outcome)
 	getOK(t, New(WithTransport(srv.Client().Transport)), ctx, srv.URL)
-	assert.False(t, pw.gaveUp.Load(), "a success tells Pushback nothing")
+	assert.False(t, outcome.GaveUp(), "a success tells Pushback nothing")
 }
 
 // TestOverridesAndDestinationOnFastPath checks that the settings of a

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -219,7 +220,7 @@ func TestParkedExpiredWaitMarksPushback(t *testing.T) {
 	tr := newTransport(t, noDelay, retryhttp.WithRetryBudget(b))
 	BudgetSpend(b, dead.URL)
 	front := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-		retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, dead.URL, nil)
 			res, err := tr.RoundTrip(req)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -42,7 +43,7 @@ func TestPushbackMarksGiveUpsNotSuccesses(t *testing.T) {
 			decisions = append(decisions, d)
 		}))
 	client := &http.Client{Transport: tr}
-	handler := retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, upstream.URL, nil)
 		if !assert.NoError(t, err) {
 			return

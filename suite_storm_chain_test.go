@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +54,7 @@ func newChain(t *testing.T, cfg chainConfig, tail http.HandlerFunc) *chain {
 		if cfg.none || cfg.bare == i {
 			return count
 		}
-		return retryhttp.Pushback(count)
+		return inbound.Pushback(count)
 	}
 	transport := func(i int) *retryhttp.Transport {
 		opts := append([]retryhttp.Option{noDelay}, cfg.opts...)

@@ -79,6 +79,8 @@ type Transport struct {
 	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
 	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
 
+	deadlineHeader bool // WithDeadlineHeader (deadline.go)
+
 	// WithClock's: nil means the clock below. Seams for tests.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -252,6 +254,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 // send runs one attempt on the base transport, enforcing its contract: an
 // error comes without a response, and a response with no error.
 func (t *Transport) send(req *http.Request, timeout time.Duration) (*http.Response, error) {
+	req = t.withDeadlineHeader(req, timeout) // deadline.go
 	var res *http.Response
 	var err error
 	if timeout > 0 {

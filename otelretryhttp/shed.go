@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Names of the instruments of a retryhttp.LoadShedder (ObserveLoadShedder).
+// Names of the instruments of an inbound.LoadShedder (ObserveLoadShedder).
 const (
 	// ShedAdmittedName counts requests a shedder admitted, those it lets
 	// pass by its MustPass predicate included.
 	ShedAdmittedName = "retryhttp.server.shed.admitted"
 	// ShedRefusedName counts requests a shedder refused with 503.
 	ShedRefusedName = "retryhttp.server.shed.refused"
+	// ShedLateName counts, of the refused, the requests a shedder refused
+	// for their caller's deadline: too little time left on arrival, or
+	// expired in the queue (inbound.ShedTooLate, inbound.ShedExpired).
+	ShedLateName = "retryhttp.server.shed.late"
 	// ShedLimitName gauges a shedder's concurrency limit.
 	ShedLimitName = "retryhttp.server.shed.limit"
 	// ShedInFlightName gauges the requests a shedder has admitted and that
@@ -32,9 +36,9 @@ const (
 // nothing. attrs are added to every data point (a name for the shedder,
 // when a process has several). Unregister the returned registration to
 // stop. It fails if s is nil or an instrument cannot be made.
-func ObserveLoadShedder(s *retryhttp.LoadShedder, mp metric.MeterProvider, attrs ...attribute.KeyValue) (metric.Registration, error) {
+func ObserveLoadShedder(s *inbound.LoadShedder, mp metric.MeterProvider, attrs ...attribute.KeyValue) (metric.Registration, error) {
 	if s == nil {
-		return nil, errors.New("otelretryhttp: ObserveLoadShedder of a nil *retryhttp.LoadShedder")
+		return nil, errors.New("otelretryhttp: ObserveLoadShedder of a nil *inbound.LoadShedder")
 	}
 	if mp == nil {
 		mp = otel.GetMeterProvider()
@@ -46,6 +50,9 @@ func ObserveLoadShedder(s *retryhttp.LoadShedder, mp metric.MeterProvider, attrs
 	err = errors.Join(err, e)
 	refused, e := m.Int64ObservableCounter(ShedRefusedName, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests the load shedder refused with 503."))
+	err = errors.Join(err, e)
+	late, e := m.Int64ObservableCounter(ShedLateName, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests the load shedder refused for their caller's deadline."))
 	err = errors.Join(err, e)
 	limit, e := m.Int64ObservableGauge(ShedLimitName, metric.WithUnit("{request}"),
 		metric.WithDescription("Concurrency limit of the load shedder."))
@@ -64,9 +71,10 @@ func ObserveLoadShedder(s *retryhttp.LoadShedder, mp metric.MeterProvider, attrs
 		st := s.Stats()
 		o.ObserveInt64(admitted, int64(st.Admitted), opt)
 		o.ObserveInt64(refused, int64(st.Shed), opt)
+		o.ObserveInt64(late, int64(st.Late), opt)
 		o.ObserveInt64(limit, int64(st.Limit), opt)
 		o.ObserveInt64(inflight, int64(st.InFlight), opt)
 		o.ObserveInt64(queued, int64(st.Queued), opt)
 		return nil
-	}, admitted, refused, limit, inflight, queued)
+	}, admitted, refused, late, limit, inflight, queued)
 }

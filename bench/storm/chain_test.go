@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -22,7 +22,7 @@ const hops = 5 // retrying clients between the caller and the dead tail
 // its caller with the status it got, or 502 on an error. Without a budget,
 // each hop multiplies: (retries+1)^5 tail hits per logical request. With
 // retryhttp's budget, each hop adds at most 10 retries over its lifetime.
-// With the cross-hop signal as well (retryhttp.Pushback on every server),
+// With the cross-hop signal as well (inbound.Pushback on every server),
 // only the hop above the tail retries: its 10 retries in all.
 func TestAmplificationChain(t *testing.T) {
 	const signal = "retryhttp defaults + cross-hop signal"
@@ -66,14 +66,14 @@ func TestAmplificationChain(t *testing.T) {
 	t.Log(table.String())
 }
 
-// chain builds the chain with lib's clients (and retryhttp.Pushback on
+// chain builds the chain with lib's clients (and inbound.Pushback on
 // every server if lib says so), sends requests GETs through it one after
 // the other, and returns the tail's hits per request.
 func chain(t *testing.T, lib library, requests int) float64 {
 	newClient := lib.newClient
 	wrap := func(h http.HandlerFunc) http.Handler {
 		if lib.pushback {
-			return retryhttp.Pushback(h)
+			return inbound.Pushback(h)
 		}
 		return h
 	}

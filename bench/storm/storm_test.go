@@ -37,7 +37,7 @@ type library struct {
 	newClient func() client
 	want      float64 // server hits per logical request
 	slack     float64 // at most this much more
-	pushback  bool    // chain: retryhttp.Pushback on every server
+	pushback  bool    // chain: inbound.Pushback on every server
 }
 
 // probes bounds the retries a budget's parked retries send to a dead host

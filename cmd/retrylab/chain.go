@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 )
 
 // Chain scenario.
@@ -39,13 +39,13 @@ func chainPolicies() []policy {
 
 // crossHopPolicy is the "defaults + cross-hop signal" row: the default
 // transport at every hop, and every hop's handler wrapped in
-// retryhttp.Pushback, so that a hop whose retries gave up tells the hops
+// inbound.Pushback, so that a hop whose retries gave up tells the hops
 // above it not to retry (Retry-Pushback: no-retry, which proxy passes up
 // with the other response headers).
 func crossHopPolicy() policy {
 	p := defaultsPolicy()
 	p.name = "defaults + cross-hop signal"
-	p.about = "retryhttp.New() at every hop, and every hop's handler wrapped in retryhttp.Pushback"
+	p.about = "retryhttp.New() at every hop, and every hop's handler wrapped in inbound.Pushback"
 	p.pushback = true
 	return p
 }
@@ -185,11 +185,11 @@ func proxy(c *http.Client, next string) handlerFunc {
 	}
 }
 
-// withPushback wraps a hop's handler in retryhttp.Pushback.
+// withPushback wraps a hop's handler in inbound.Pushback.
 func withPushback(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) int {
 		var status int
-		retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			status = h(w, r)
 		})).ServeHTTP(w, r)
 		return status

@@ -15,7 +15,7 @@
 //   - overload: a server with a fixed capacity shedding the excess with 503
 //     and Retry-After; goodput and amplification.
 //   - shed: a server that pays for the work it accepts and queues without
-//     limit, with and without retryhttp.LoadShedder in front (shed.go).
+//     limit, with and without inbound.LoadShedder in front (shed.go).
 //   - metastable: a server with a queue, working for clients who left,
 //     whose capacity halves for a second; which policies let it recover
 //     when the trigger ends, and which keep it down (useful responses per
@@ -23,6 +23,9 @@
 //     recovery as in herd).
 //   - flaky: a host failing 30% of requests at random, whatever its load;
 //     what each policy spends in retries, and what it gets.
+//   - deadline: client → S1 → S2 with S2's capacity halved for a while;
+//     S2's work for callers who had gone, with and without deadlines that
+//     travel (deadline.go).
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
@@ -33,7 +36,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|deadline|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -52,7 +55,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky"}
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "deadline"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -142,6 +145,7 @@ type results struct {
 	shed     *shedResult
 	meta     *metaResult
 	flaky    *flakyResult
+	deadline *deadlineResult
 	report   string // path of index.html
 }
 
@@ -213,6 +217,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.flaky = &r
 		add(flakySection(r, cfg))
+	}
+	if want("deadline") {
+		r, err := runDeadline(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("deadline: %w", err)
+		}
+		res.deadline = &r
+		add(deadlineSection(r, cfg))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err

@@ -25,7 +25,7 @@ type policy struct {
 	perClient bool
 
 	// pushback wraps the handler of every hop of the chain scenario in
-	// retryhttp.Pushback.
+	// inbound.Pushback.
 	pushback bool
 }
 

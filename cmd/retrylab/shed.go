@@ -8,14 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 )
 
 // Shed scenario, model times. The server has a fixed number of workers and
 // an unbounded queue in front of them; it does the work of every request it
 // accepts, even for a caller that gave up waiting. Offered 1.6 times what
 // it can serve, its queue grows until every request waits longer than its
-// caller's timeout, and all its work is wasted. A retryhttp.LoadShedder in
+// caller's timeout, and all its work is wasted. A inbound.LoadShedder in
 // front refuses the excess at once instead.
 const (
 	shedPeriod  = 250 * time.Millisecond // each client sends a request this often
@@ -29,7 +29,7 @@ type shedServerKind struct {
 	name string
 	// shedder returns the shedder of a server with workers workers, whose
 	// work takes work; nil: nothing stands in front.
-	shedder func(workers int, work time.Duration) *retryhttp.LoadShedder
+	shedder func(workers int, work time.Duration) *inbound.LoadShedder
 }
 
 var shedKinds = []shedServerKind{
@@ -37,13 +37,13 @@ var shedKinds = []shedServerKind{
 	// A fixed limit with a short queue: no worker waits for the next
 	// arrival when one is done, and no request waits longer than two
 	// requests' work.
-	{"LoadShedder, fixed + queue", func(workers int, work time.Duration) *retryhttp.LoadShedder {
-		return retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	{"LoadShedder, fixed + queue", func(workers int, work time.Duration) *inbound.LoadShedder {
+		return inbound.NewLoadShedder(inbound.LoadShedderOptions{
 			Limit: workers, MaxQueue: workers, MaxQueueWait: 2 * work,
 		})
 	}},
-	{"LoadShedder, adaptive", func(int, time.Duration) *retryhttp.LoadShedder {
-		return retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Adaptive: true})
+	{"LoadShedder, adaptive", func(int, time.Duration) *inbound.LoadShedder {
+		return inbound.NewLoadShedder(inbound.LoadShedderOptions{Adaptive: true})
 	}},
 }
 
@@ -110,7 +110,7 @@ var shedTail = int((shedTimeout + 100*time.Millisecond) / bucketWidth)
 func shedRun(ctx context.Context, cfg config, r shedResult, p policy, k shedServerKind) (shedRow, error) {
 	pool := &workerPool{slots: make(chan struct{}, r.workers), work: cfg.scale(shedWork), quit: make(chan struct{})}
 	var h http.Handler = http.HandlerFunc(pool.serve)
-	var shedder *retryhttp.LoadShedder
+	var shedder *inbound.LoadShedder
 	if k.shedder != nil {
 		shedder = k.shedder(r.workers, cfg.scale(shedWork))
 		h = shedder.Handler(h)
@@ -212,7 +212,7 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 func shedSection(r shedResult, cfg config) section {
 	s := section{
 		id:    "shed",
-		title: "Load shedding: a server that pays for the work it accepts, with and without retryhttp.LoadShedder",
+		title: "Load shedding: a server that pays for the work it accepts, with and without inbound.LoadShedder",
 		notes: []string{
 			fmt.Sprintf("%d clients, each sending a GET every %v (open loop) for %v: %.0f requests/s offered; clients give up after %v.",
 				r.clients, shedPeriod, r.duration, r.offered, shedTimeout),

@@ -9,11 +9,11 @@
 //     (WithRetryBudget(nil), WithRetrySignal(false)): every hop retries
 //     every failure, 4^5 = 1,024 requests at S5 per client request (3^5 =
 //     243 with 3 attempts per hop, WithMaxRetries(2));
-//  2. budget only: Transports with their defaults, no retryhttp.Pushback on
+//  2. budget only: Transports with their defaults, no inbound.Pushback on
 //     the servers: each hop spends its 10 retries, and its parked retries
 //     send a few probes (at most 9) before the dead host refuses parking, so
 //     S5 sees at most n + 5·19;
-//  3. budget and signal: the same, with retryhttp.Pushback on every
+//  3. budget and signal: the same, with inbound.Pushback on every
 //     server: S4 retries, gives up and says so; S3, S2, S1 and the client
 //     pass the failure on without retrying it, so S5 sees at most n + 19.
 //
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 )
 
 const hops = 5
@@ -49,7 +50,7 @@ func main() {
 }
 
 // run builds a chain whose Transports have opts (and whose servers have
-// retryhttp.Pushback if pushback), sends n GETs through it from 8
+// inbound.Pushback if pushback), sends n GETs through it from 8
 // goroutines, and prints what each server saw.
 func run(name string, opts []retryhttp.Option, pushback bool, n int) {
 	var hits [hops]atomic.Int64
@@ -59,7 +60,7 @@ func run(name string, opts []retryhttp.Option, pushback bool, n int) {
 			h(w, r)
 		})
 		if pushback {
-			return retryhttp.Pushback(count)
+			return inbound.Pushback(count)
 		}
 		return count
 	}

@@ -1,4 +1,4 @@
-// Command shedding shows retryhttp.LoadShedder keeping an overloaded server
+// Command shedding shows inbound.LoadShedder keeping an overloaded server
 // useful, and the headers it answers with.
 //
 // Part 1 starts, on loopback, a server with 8 workers (25ms of work each: 320
@@ -11,7 +11,7 @@
 //
 // Part 2 builds client → B → C, where C's shedder is full: B's Transport
 // retries C (a shed request was never processed), gives up, and B, wrapped
-// in retryhttp.Pushback, answers 503 with Retry-Pushback: no-retry, so the
+// in inbound.Pushback, answers 503 with Retry-Pushback: no-retry, so the
 // client does not retry B.
 //
 // Run it with: go run ./examples/shedding
@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 )
 
 const (
@@ -44,14 +45,14 @@ func main() {
 		workers, work, int(workers/work.Seconds()), int(clients/period.Seconds()), duration, timeout)
 	fmt.Printf("%-26s %9s %9s %10s %8s %8s\n", "server", "requests", "success", "goodput/s", "p50", "p99")
 	overload("bare", nil)
-	overload("adaptive LoadShedder", retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Adaptive: true}))
+	overload("adaptive LoadShedder", inbound.NewLoadShedder(inbound.LoadShedderOptions{Adaptive: true}))
 	fmt.Println()
 	chain()
 }
 
 // overload offers the workers 1.6 times their capacity, through shedder if
 // it is not nil, and prints what the clients saw.
-func overload(name string, shedder *retryhttp.LoadShedder) {
+func overload(name string, shedder *inbound.LoadShedder) {
 	slots := make(chan struct{}, workers)
 	quit := make(chan struct{})
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +121,7 @@ func overload(name string, shedder *retryhttp.LoadShedder) {
 // each hop saw.
 func chain() {
 	fmt.Println("Part 2: client → B (Pushback) → C (LoadShedder, full)")
-	shedder := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Limit: 1})
+	shedder := inbound.NewLoadShedder(inbound.LoadShedderOptions{Limit: 1})
 	started, release := make(chan struct{}), make(chan struct{})
 	var atC atomic.Int64
 	c := httptest.NewServer(shedder.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +151,7 @@ func chain() {
 	}))
 	defer toC.CloseIdleConnections()
 	var atB atomic.Int64
-	b := httptest.NewServer(retryhttp.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		atB.Add(1)
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, c.URL, nil)
 		res, err := toC.RoundTrip(req)

@@ -1,7 +1,8 @@
-package retryhttp
+package inbound
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -54,6 +55,9 @@ func (s *LoadShedder) wait(ctx context.Context) (inflight int64, waited time.Dur
 		reason = ShedQueueTimeout
 	case <-ctx.Done():
 		reason = ShedCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			reason = ShedExpired // the caller's deadline (Deadline), or the server's
+		}
 	}
 	stop()
 	waited = s.now().Sub(start)
@@ -69,7 +73,7 @@ func (s *LoadShedder) wait(ctx context.Context) (inflight int64, waited time.Dur
 		}
 		// A slot was handed over as the wait ended: use it, unless the
 		// caller is gone.
-		if reason == ShedCanceled {
+		if reason == ShedCanceled || reason == ShedExpired {
 			s.release()
 			return 0, waited, reason
 		}

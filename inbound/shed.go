@@ -1,4 +1,4 @@
-package retryhttp
+package inbound
 
 import (
 	"io"
@@ -95,77 +95,15 @@ type LoadShedderOptions struct {
 	OnLimitChange func(from, to int)
 }
 
-// ShedReason says why a request was shed; zero for a request admitted.
-type ShedReason int
-
-const (
-	// ShedNone is the reason of a request admitted.
-	ShedNone ShedReason = iota
-	// ShedOverLimit: the limit was reached, and the queue, if any, full.
-	ShedOverLimit
-	// ShedQueueTimeout: the request waited MaxQueueWait in the queue.
-	ShedQueueTimeout
-	// ShedCanceled: the caller went away while the request waited in the
-	// queue. Its 503 most likely reaches no one.
-	ShedCanceled
-)
-
-// String returns the reason in snake case: "none", "over_limit",
-// "queue_timeout" or "canceled", for metrics and logs.
-func (r ShedReason) String() string {
-	switch r {
-	case ShedNone:
-		return "none"
-	case ShedOverLimit:
-		return "over_limit"
-	case ShedQueueTimeout:
-		return "queue_timeout"
-	case ShedCanceled:
-		return "canceled"
-	}
-	return "ShedReason(" + strconv.Itoa(int(r)) + ")"
-}
-
-// ShedDecision is what a LoadShedder decided for one request, for an
-// OnDecision hook.
-type ShedDecision struct {
-	// Req is the inbound request. The hook must not read its body.
-	Req *http.Request
-
-	// Shed is true for a request refused with 503, false for one handled.
-	Shed bool
-
-	// Reason says why it was shed; ShedNone when it was not.
-	Reason ShedReason
-
-	// MustPass reports a request admitted by the MustPass predicate,
-	// without counting against the limit.
-	MustPass bool
-
-	// Limit is the limit when the decision was taken; InFlight the
-	// requests in flight right after it, this one included if admitted
-	// (requests admitted by MustPass are not counted); Queued the requests
-	// waiting in the queue.
-	Limit, InFlight, Queued int
-
-	// Waited is the time the request spent in the queue, zero if it did
-	// not wait.
-	Waited time.Duration
-}
-
-// LoadShedderStats are the counters of a LoadShedder, from Stats.
-type LoadShedderStats struct {
-	Limit, InFlight, Queued int    // now
-	Admitted, Shed          uint64 // since NewLoadShedder; MustPass requests count as admitted
-}
-
 // LoadShedder limits the requests a server handles at once, and refuses the
 // excess with 503 Service Unavailable and a jittered Retry-After, before
 // the handler runs: a shed request costs the server almost nothing, and was
 // never processed, so its caller may send it again after the wait, whatever
-// its method. The response does not carry RetrySignalHeader: the caller one
-// hop up is the one that should retry it, within its own budget; when it
-// gives up, Pushback on its inbound side tells the callers above it not to.
+// its method. The response does not carry retryhttp.RetrySignalHeader: the
+// caller one hop up is the one that should retry it, within its own budget;
+// when it gives up, Pushback on its inbound side tells the callers above it
+// not to. A request whose caller's deadline leaves no time is the exception
+// (ShedTooLate, ShedExpired; docs/deadlines.md).
 // docs/shedding.md explains why, with the chain's arithmetic.
 //
 // One LoadShedder holds one limit: wrap every handler that shares the
@@ -187,6 +125,8 @@ type LoadShedder struct {
 	queued   atomic.Int64 // waiters, and arrivals about to queue
 	admitted atomic.Uint64
 	shed     atomic.Uint64
+	late     atomic.Uint64 // of shed: ShedTooLate, ShedExpired
+	latency  atomic.Int64  // the usual latency of a request, ns (sheddeadline.go)
 
 	mu      sync.Mutex
 	waiters []*shedWaiter // first come, first served
@@ -291,7 +231,7 @@ func (s *LoadShedder) Limit() int { return int(s.limit.Load()) }
 func (s *LoadShedder) Stats() LoadShedderStats {
 	return LoadShedderStats{
 		Limit: s.Limit(), InFlight: int(s.inflight.Load()), Queued: int(s.queued.Load()),
-		Admitted: s.admitted.Load(), Shed: s.shed.Load(),
+		Admitted: s.admitted.Load(), Shed: s.shed.Load(), Late: s.late.Load(),
 	}
 }
 
@@ -316,28 +256,43 @@ func (s *LoadShedder) serve(w http.ResponseWriter, r *http.Request, next http.Ha
 		next.ServeHTTP(w, r)
 		return
 	}
+	// A caller that will have gone before the request is served: refused
+	// at once (sheddeadline.go).
+	deadline, timed := r.Context().Deadline()
+	if timed && s.lateFor(deadline, s.expectedWait()) {
+		s.refused(w, r, ShedTooLate, 0)
+		return
+	}
 	// The happy path: a slot is free and nobody waits for one.
 	inflight, ok := s.acquireNow()
 	var waited time.Duration
 	if !ok {
 		var reason ShedReason
 		inflight, waited, reason = s.wait(r.Context())
+		if reason == ShedNone && timed && s.lateFor(deadline, 0) {
+			s.release() // too little time left once a slot came free
+			reason = ShedExpired
+		}
 		if reason != ShedNone {
-			s.shed.Add(1)
-			s.decided(r, true, reason, false, waited)
-			s.refuse(w)
+			s.refused(w, r, reason, waited)
 			return
 		}
 	}
 	s.admitted.Add(1)
 	s.decided(r, false, ShedNone, false, waited)
-	if s.adaptive == nil {
+	if s.adaptive == nil && !timed {
 		defer s.release()
 		next.ServeHTTP(w, r)
 		return
 	}
-	epoch, start := s.adaptive.epoch.Load(), s.now()
-	defer s.releaseAdaptive(start, inflight, epoch)
+	// Timed: for the adaptive limit, and for the usual latency that the
+	// deadlines of later requests are compared with.
+	var epoch uint64
+	if s.adaptive != nil {
+		epoch = s.adaptive.epoch.Load()
+	}
+	start := s.now()
+	defer s.releaseTimed(start, inflight, epoch)
 	next.ServeHTTP(w, r)
 }
 
@@ -373,10 +328,16 @@ func (s *LoadShedder) release() {
 	}
 }
 
-// releaseAdaptive frees the slot of a request admitted in epoch with
-// inflight requests in flight at start, and feeds its latency to the limit.
-func (s *LoadShedder) releaseAdaptive(start time.Time, inflight int64, epoch uint64) {
+// releaseTimed frees the slot of a request admitted in epoch with inflight
+// requests in flight at start, and feeds its latency to the usual latency
+// and to the adaptive limit, if any.
+func (s *LoadShedder) releaseTimed(start time.Time, inflight int64, epoch uint64) {
 	end := s.now()
+	s.observeLatency(end.Sub(start))
+	if s.adaptive == nil {
+		s.release()
+		return
+	}
 	limit, changed := s.adaptive.record(end.Sub(start), inflight, epoch, end, s.rand)
 	var from int64
 	if changed {
@@ -386,6 +347,21 @@ func (s *LoadShedder) releaseAdaptive(start time.Time, inflight int64, epoch uin
 	if changed && s.onLimitChange != nil {
 		s.onLimitChange(int(from), limit)
 	}
+}
+
+// refused counts a request shed for reason, reports it, and answers it.
+func (s *LoadShedder) refused(w http.ResponseWriter, r *http.Request, reason ShedReason, waited time.Duration) {
+	s.shed.Add(1)
+	late := reason == ShedTooLate || reason == ShedExpired
+	if late {
+		s.late.Add(1)
+	}
+	s.decided(r, true, reason, false, waited)
+	if late {
+		refuseLate(w)
+		return
+	}
+	s.refuse(w)
 }
 
 // refuse writes the answer to a shed request.

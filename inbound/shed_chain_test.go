@@ -1,4 +1,4 @@
-package retryhttp_test
+package inbound_test
 
 import (
 	"io"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 // method: a POST without an idempotency key the server honours is retried
 // too, and succeeds once a slot is free.
 func TestLoadShedderOneHopUpRetries(t *testing.T) {
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Limit: 1, RetryAfter: 2 * time.Second})
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{Limit: 1, RetryAfter: 2 * time.Second})
 	g := newGate()
 	var bodies atomic.Int64
 	srv := shedServer(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +52,7 @@ func TestLoadShedderOneHopUpRetries(t *testing.T) {
 	// client.
 	assert.GreaterOrEqual(t, time.Duration(chosen.Load()), 2*time.Second*2/3)
 	assert.LessOrEqual(t, time.Duration(chosen.Load()), 4*time.Second*4/3)
-	assert.Equal(t, retryhttp.LoadShedderStats{Limit: 1, Admitted: 2, Shed: 1}, s.Stats())
+	assert.Equal(t, inbound.LoadShedderStats{Limit: 1, Admitted: 2, Shed: 1}, s.Stats())
 	assert.Equal(t, int64(1), bodies.Load(), "the shed attempt was never read: the handler saw one order")
 }
 
@@ -76,7 +77,7 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			shedder := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Limit: 1})
+			shedder := inbound.NewLoadShedder(inbound.LoadShedderOptions{Limit: 1})
 			g := newGate()
 			c := shedServer(t, shedder, g)
 			held := occupy(t, plainClient(t), c.URL, g, 1)
@@ -84,7 +85,7 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 
 			// Budgets of their own, parking off: the counts are the
 			// buckets' (budget_test.go and park_test.go test parking).
-			toC := retryhttp.New(noDelay, noParking(retryhttp.RetryBudgetOptions{}))
+			toC := retryhttp.New(noDelay, noParking())
 			t.Cleanup(toC.CloseIdleConnections)
 			var hitsB atomic.Int64
 			var b http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,12 +102,12 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 				w.WriteHeader(res.StatusCode)
 			})
 			if tt.pushback {
-				b = retryhttp.Pushback(b)
+				b = inbound.Pushback(b)
 			}
 			srvB := httptest.NewServer(b)
 			t.Cleanup(srvB.Close)
 
-			toB := retryhttp.New(noDelay, noParking(retryhttp.RetryBudgetOptions{}))
+			toB := retryhttp.New(noDelay, noParking())
 			t.Cleanup(toB.CloseIdleConnections)
 			res, err := (&http.Client{Transport: toB}).Get(srvB.URL)
 			require.NoError(t, err)
@@ -119,4 +120,12 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 			assert.Equal(t, tt.wantC, shedder.Stats().Shed, "requests shed at C")
 		})
 	}
+}
+
+// noDelay retries at once.
+var noDelay = retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
+
+// noParking is a budget of its own with parking off: the token bucket alone.
+func noParking() retryhttp.Option {
+	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{NoParking: true}))
 }

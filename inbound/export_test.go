@@ -1,4 +1,4 @@
-package retryhttp
+package inbound
 
 import "time"
 

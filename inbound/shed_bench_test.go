@@ -1,11 +1,11 @@
-package retryhttp_test
+package inbound_test
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -30,13 +30,13 @@ func shedderCases() []struct {
 		h    http.Handler
 	}{
 		{"bare", okHandler},
-		{"fixed", retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Limit: 1 << 20}).Handler(okHandler)},
-		{"fixed+queue+hooks", retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+		{"fixed", inbound.NewLoadShedder(inbound.LoadShedderOptions{Limit: 1 << 20}).Handler(okHandler)},
+		{"fixed+queue+hooks", inbound.NewLoadShedder(inbound.LoadShedderOptions{
 			Limit: 1 << 20, MaxQueue: 10,
 			MustPass:   func(r *http.Request) bool { return r.URL.Path == "/healthz" },
-			OnDecision: func(retryhttp.ShedDecision) {},
+			OnDecision: func(inbound.ShedDecision) {},
 		}).Handler(okHandler)},
-		{"adaptive", retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+		{"adaptive", inbound.NewLoadShedder(inbound.LoadShedderOptions{
 			Adaptive: true, MinLimit: 1 << 20, MaxLimit: 1 << 20,
 		}).Handler(okHandler)},
 	}

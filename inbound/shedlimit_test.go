@@ -1,4 +1,4 @@
-package retryhttp_test
+package inbound_test
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +24,7 @@ func queueingLatency(work time.Duration, c, n int) time.Duration {
 // in flight as the limit allows (an offered load above any limit), with
 // latency(n) for n in flight, and returns the limit after each sample and
 // the time the samples took.
-func simulate(lim *retryhttp.AdaptiveLimit, samples int, latency func(n int) time.Duration, clock *time.Time) []int {
+func simulate(lim *inbound.AdaptiveLimit, samples int, latency func(n int) time.Duration, clock *time.Time) []int {
 	limit := lim.Start()
 	trace := make([]int, 0, samples)
 	for range samples {
@@ -43,7 +43,7 @@ func TestAdaptiveLimitConverges(t *testing.T) {
 	for _, c := range []int{1, 5, 10, 50} {
 		for _, initial := range []int{20, 200} {
 			clock := time.Unix(0, 0)
-			lim := retryhttp.NewAdaptiveLimit(initial, 2, 1000, time.Hour)
+			lim := inbound.NewAdaptiveLimit(initial, 2, 1000, time.Hour)
 			trace := simulate(lim, 6000, func(n int) time.Duration { return queueingLatency(10*time.Millisecond, c, n) }, &clock)
 			final := trace[len(trace)-1]
 			upper := c + int(2*math.Sqrt(float64(c))) + 2
@@ -62,7 +62,7 @@ func TestAdaptiveLimitConverges(t *testing.T) {
 // the concurrency lets the limit grow, up to MaxLimit.
 func TestAdaptiveLimitGrowsWithoutQueueing(t *testing.T) {
 	clock := time.Unix(0, 0)
-	lim := retryhttp.NewAdaptiveLimit(20, 2, 300, time.Hour)
+	lim := inbound.NewAdaptiveLimit(20, 2, 300, time.Hour)
 	trace := simulate(lim, 50000, func(int) time.Duration { return 10 * time.Millisecond }, &clock)
 	for i := 1; i < len(trace); i++ {
 		if trace[i-1] >= 20 { // after the first probe
@@ -75,7 +75,7 @@ func TestAdaptiveLimitGrowsWithoutQueueing(t *testing.T) {
 // TestAdaptiveLimitAppLimited: a limit far above what is used does not
 // grow: the windows say nothing about a higher concurrency.
 func TestAdaptiveLimitAppLimited(t *testing.T) {
-	lim := retryhttp.NewAdaptiveLimit(20, 2, 1000, time.Hour)
+	lim := inbound.NewAdaptiveLimit(20, 2, 1000, time.Hour)
 	now := time.Unix(0, 0)
 	for range 1000 {
 		now = now.Add(time.Millisecond)
@@ -89,7 +89,7 @@ func TestAdaptiveLimitAppLimited(t *testing.T) {
 // admitted then have ended; requests admitted before a probe do not count
 // for it; a probe begins again after the interval (jittered by r).
 func TestAdaptiveLimitProbes(t *testing.T) {
-	lim := retryhttp.NewAdaptiveLimit(20, 3, 1000, 10*time.Second)
+	lim := inbound.NewAdaptiveLimit(20, 3, 1000, 10*time.Second)
 	start := time.Unix(0, 0)
 	assert.Equal(t, 3, lim.Start())
 	epoch := lim.Epoch()
@@ -126,7 +126,7 @@ func TestAdaptiveLimitProbes(t *testing.T) {
 // the limit grows back.
 func TestAdaptiveLimitRelearnsBaseline(t *testing.T) {
 	clock := time.Unix(0, 0)
-	lim := retryhttp.NewAdaptiveLimit(50, 2, 1000, 10*time.Second)
+	lim := inbound.NewAdaptiveLimit(50, 2, 1000, 10*time.Second)
 	fast := func(int) time.Duration { return 10 * time.Millisecond }
 	slow := func(int) time.Duration { return 20 * time.Millisecond }
 	before := simulate(lim, 2000, fast, &clock)
@@ -152,7 +152,7 @@ func TestLoadShedderAdaptiveReportsLimitChanges(t *testing.T) {
 	type change struct{ from, to int }
 	var mu sync.Mutex
 	var changes []change
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Adaptive: true, Limit: 10, MinLimit: 10,
 		OnLimitChange: func(from, to int) {
 			mu.Lock()
@@ -161,7 +161,7 @@ func TestLoadShedderAdaptiveReportsLimitChanges(t *testing.T) {
 		},
 	})
 	still := time.Unix(0, 0)
-	retryhttp.SetShedClock(s, func() time.Time { return still })
+	inbound.SetShedClock(s, func() time.Time { return still })
 	var current atomic.Pointer[gate]
 	srv := httptest.NewServer(s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		current.Load().ServeHTTP(w, r)

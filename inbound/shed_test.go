@@ -1,4 +1,4 @@
-package retryhttp_test
+package inbound_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +42,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 // shedServer serves h behind s on loopback, closed (after the gate opens)
 // when the test ends.
-func shedServer(t *testing.T, s *retryhttp.LoadShedder, h http.Handler) *httptest.Server {
+func shedServer(t *testing.T, s *inbound.LoadShedder, h http.Handler) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(s.Handler(h))
 	t.Cleanup(srv.Close)
@@ -87,11 +88,11 @@ func occupy(t *testing.T, c *http.Client, url string, g *gate, n int) []<-chan i
 }
 
 func TestLoadShedderFixedLimitShedsTheExcess(t *testing.T) {
-	var decisions []retryhttp.ShedDecision
+	var decisions []inbound.ShedDecision
 	var mu sync.Mutex
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit: 2,
-		OnDecision: func(d retryhttp.ShedDecision) {
+		OnDecision: func(d inbound.ShedDecision) {
 			mu.Lock()
 			decisions = append(decisions, d)
 			mu.Unlock()
@@ -110,7 +111,7 @@ func TestLoadShedderFixedLimitShedsTheExcess(t *testing.T) {
 	assert.Contains(t, []string{"1", "2"}, res.Header.Get("Retry-After"), "default: 1s, jitter 1")
 	assert.False(t, retryhttp.HasRetrySignal(res.Header), "a shed request may be retried by the hop above")
 	assert.Equal(t, "overloaded: retry later\n", string(body))
-	assert.Equal(t, retryhttp.LoadShedderStats{Limit: 2, InFlight: 2, Admitted: 2, Shed: 1}, s.Stats())
+	assert.Equal(t, inbound.LoadShedderStats{Limit: 2, InFlight: 2, Admitted: 2, Shed: 1}, s.Stats())
 
 	g.open()
 	for _, h := range held {
@@ -120,14 +121,14 @@ func TestLoadShedderFixedLimitShedsTheExcess(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode, "slots are given back")
-	assert.Equal(t, retryhttp.LoadShedderStats{Limit: 2, Admitted: 3, Shed: 1}, s.Stats())
+	assert.Equal(t, inbound.LoadShedderStats{Limit: 2, Admitted: 3, Shed: 1}, s.Stats())
 
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, decisions, 4)
 	shed := decisions[2]
 	assert.True(t, shed.Shed)
-	assert.Equal(t, retryhttp.ShedOverLimit, shed.Reason)
+	assert.Equal(t, inbound.ShedOverLimit, shed.Reason)
 	assert.Equal(t, "/fast", shed.Req.URL.Path)
 	assert.Equal(t, 2, shed.Limit)
 	assert.Equal(t, 2, shed.InFlight)
@@ -137,10 +138,10 @@ func TestLoadShedderFixedLimitShedsTheExcess(t *testing.T) {
 
 func TestLoadShedderMustPassIsNeverShed(t *testing.T) {
 	var mustPass atomic.Int64
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit:    1,
 		MustPass: func(r *http.Request) bool { return r.URL.Path == "/fast" },
-		OnDecision: func(d retryhttp.ShedDecision) {
+		OnDecision: func(d inbound.ShedDecision) {
 			if d.MustPass {
 				mustPass.Add(1)
 			}
@@ -198,13 +199,13 @@ func (f *fakeTimers) count() int {
 }
 
 func TestLoadShedderQueue(t *testing.T) {
-	reasons := make(chan retryhttp.ShedDecision, 100)
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	reasons := make(chan inbound.ShedDecision, 100)
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit: 1, MaxQueue: 1, MaxQueueWait: 250 * time.Millisecond,
-		OnDecision: func(d retryhttp.ShedDecision) { reasons <- d },
+		OnDecision: func(d inbound.ShedDecision) { reasons <- d },
 	})
 	timers := &fakeTimers{}
-	retryhttp.SetShedTimer(s, timers.newTimer)
+	inbound.SetShedTimer(s, timers.newTimer)
 	g := newGate()
 	srv := shedServer(t, s, g)
 	c := plainClient(t)
@@ -218,7 +219,7 @@ func TestLoadShedderQueue(t *testing.T) {
 	assert.Equal(t, 1, s.Stats().Queued)
 	full := <-getAsync(context.Background(), c, srv.URL+"/fast")
 	assert.Equal(t, http.StatusServiceUnavailable, full)
-	assert.Equal(t, retryhttp.ShedOverLimit, (<-reasons).Reason)
+	assert.Equal(t, inbound.ShedOverLimit, (<-reasons).Reason)
 
 	// A slot freed goes to the waiter.
 	g.open()
@@ -227,17 +228,17 @@ func TestLoadShedderQueue(t *testing.T) {
 	admitted := <-reasons
 	assert.False(t, admitted.Shed)
 	assert.Positive(t, admitted.Waited)
-	assert.Equal(t, retryhttp.LoadShedderStats{Limit: 1, Admitted: 2, Shed: 1}, s.Stats())
+	assert.Equal(t, inbound.LoadShedderStats{Limit: 1, Admitted: 2, Shed: 1}, s.Stats())
 }
 
 func TestLoadShedderQueueTimeoutAndCancel(t *testing.T) {
-	reasons := make(chan retryhttp.ShedDecision, 100)
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	reasons := make(chan inbound.ShedDecision, 100)
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit: 1, MaxQueue: 5,
-		OnDecision: func(d retryhttp.ShedDecision) { reasons <- d },
+		OnDecision: func(d inbound.ShedDecision) { reasons <- d },
 	})
 	timers := &fakeTimers{}
-	retryhttp.SetShedTimer(s, timers.newTimer)
+	inbound.SetShedTimer(s, timers.newTimer)
 	g := newGate()
 	srv := shedServer(t, s, g)
 	c := plainClient(t)
@@ -252,7 +253,7 @@ func TestLoadShedderQueueTimeoutAndCancel(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, <-timedOut)
 	d := <-reasons
 	assert.True(t, d.Shed)
-	assert.Equal(t, retryhttp.ShedQueueTimeout, d.Reason)
+	assert.Equal(t, inbound.ShedQueueTimeout, d.Reason)
 
 	// The caller goes away while it waits.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -261,12 +262,12 @@ func TestLoadShedderQueueTimeoutAndCancel(t *testing.T) {
 	cancel()
 	assert.Equal(t, 0, <-gone)
 	d = <-reasons
-	assert.Equal(t, retryhttp.ShedCanceled, d.Reason)
+	assert.Equal(t, inbound.ShedCanceled, d.Reason)
 	assert.Zero(t, s.Stats().Queued)
 
 	g.open()
 	assert.Equal(t, http.StatusOK, <-held[0])
-	assert.Equal(t, retryhttp.LoadShedderStats{Limit: 1, Admitted: 1, Shed: 2}, s.Stats())
+	assert.Equal(t, inbound.LoadShedderStats{Limit: 1, Admitted: 1, Shed: 2}, s.Stats())
 }
 
 // TestLoadShedderConcurrent runs many requests through a small limit and a
@@ -277,7 +278,7 @@ func TestLoadShedderConcurrent(t *testing.T) {
 	const limit, requests = 4, 400
 	for _, adaptive := range []bool{false, true} {
 		t.Run("adaptive="+strconv.FormatBool(adaptive), func(t *testing.T) {
-			s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+			s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 				Limit: limit, MaxLimit: limit, Adaptive: adaptive, MaxQueue: 3, MaxQueueWait: time.Second,
 			})
 			var cur, peak atomic.Int64
@@ -336,7 +337,7 @@ func TestLoadShedderRetryAfterRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lo, hi := retryhttp.RetryAfterRange(tt.base, tt.jitter)
+			lo, hi := inbound.RetryAfterRange(tt.base, tt.jitter)
 			assert.Equal(t, tt.wantLo, lo)
 			assert.Equal(t, tt.wantHi, hi)
 		})
@@ -347,9 +348,9 @@ func TestLoadShedderRetryAfterRange(t *testing.T) {
 // every whole second in [RetryAfter, RetryAfter·(1+jitter)], uniformly, as
 // the random numbers go.
 func TestLoadShedderRetryAfterJitter(t *testing.T) {
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Limit: 1, RetryAfter: 4 * time.Second, RetryAfterJitter: 0.5})
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{Limit: 1, RetryAfter: 4 * time.Second, RetryAfterJitter: 0.5})
 	var r atomic.Uint64 // r/100 is the next random number
-	retryhttp.SetShedRand(s, func() float64 { return float64(r.Add(1)-1) / 100 })
+	inbound.SetShedRand(s, func() float64 { return float64(r.Add(1)-1) / 100 })
 	g := newGate()
 	srv := shedServer(t, s, g)
 	c := plainClient(t)
@@ -369,49 +370,51 @@ func TestLoadShedderRetryAfterJitter(t *testing.T) {
 func TestLoadShedderOptionsClamped(t *testing.T) {
 	tests := []struct {
 		name string
-		give retryhttp.LoadShedderOptions
+		give inbound.LoadShedderOptions
 		want int // Limit() at the start
 	}{
-		{"fixed default", retryhttp.LoadShedderOptions{}, 100},
-		{"fixed negative", retryhttp.LoadShedderOptions{Limit: -3}, 100},
-		{"fixed", retryhttp.LoadShedderOptions{Limit: 7}, 7},
-		{"fixed huge", retryhttp.LoadShedderOptions{Limit: math.MaxInt}, 1 << 20},
-		{"adaptive starts probing at MinLimit", retryhttp.LoadShedderOptions{Adaptive: true}, 2},
-		{"adaptive MinLimit", retryhttp.LoadShedderOptions{Adaptive: true, MinLimit: 9}, 9},
-		{"adaptive MaxLimit below MinLimit", retryhttp.LoadShedderOptions{Adaptive: true, MinLimit: 9, MaxLimit: 3}, 9},
-		{"adaptive negative MinLimit", retryhttp.LoadShedderOptions{Adaptive: true, MinLimit: -1}, 2},
+		{"fixed default", inbound.LoadShedderOptions{}, 100},
+		{"fixed negative", inbound.LoadShedderOptions{Limit: -3}, 100},
+		{"fixed", inbound.LoadShedderOptions{Limit: 7}, 7},
+		{"fixed huge", inbound.LoadShedderOptions{Limit: math.MaxInt}, 1 << 20},
+		{"adaptive starts probing at MinLimit", inbound.LoadShedderOptions{Adaptive: true}, 2},
+		{"adaptive MinLimit", inbound.LoadShedderOptions{Adaptive: true, MinLimit: 9}, 9},
+		{"adaptive MaxLimit below MinLimit", inbound.LoadShedderOptions{Adaptive: true, MinLimit: 9, MaxLimit: 3}, 9},
+		{"adaptive negative MinLimit", inbound.LoadShedderOptions{Adaptive: true, MinLimit: -1}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, retryhttp.NewLoadShedder(tt.give).Limit())
+			assert.Equal(t, tt.want, inbound.NewLoadShedder(tt.give).Limit())
 		})
 	}
 }
 
 func TestLoadShedderNil(t *testing.T) {
-	var s *retryhttp.LoadShedder
+	var s *inbound.LoadShedder
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
 	rec := httptest.NewRecorder()
 	s.Handler(h).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	assert.Equal(t, http.StatusTeapot, rec.Code, "a nil shedder passes everything")
 
 	rec = httptest.NewRecorder()
-	retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{}).Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	inbound.NewLoadShedder(inbound.LoadShedderOptions{}).Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	assert.Equal(t, http.StatusNotFound, rec.Code, "a nil handler answers 404")
 }
 
 func TestShedReasonString(t *testing.T) {
-	assert.Equal(t, "none", retryhttp.ShedNone.String())
-	assert.Equal(t, "over_limit", retryhttp.ShedOverLimit.String())
-	assert.Equal(t, "queue_timeout", retryhttp.ShedQueueTimeout.String())
-	assert.Equal(t, "canceled", retryhttp.ShedCanceled.String())
-	assert.Equal(t, "ShedReason(9)", retryhttp.ShedReason(9).String())
+	assert.Equal(t, "none", inbound.ShedNone.String())
+	assert.Equal(t, "over_limit", inbound.ShedOverLimit.String())
+	assert.Equal(t, "queue_timeout", inbound.ShedQueueTimeout.String())
+	assert.Equal(t, "canceled", inbound.ShedCanceled.String())
+	assert.Equal(t, "too_late", inbound.ShedTooLate.String())
+	assert.Equal(t, "expired", inbound.ShedExpired.String())
+	assert.Equal(t, "ShedReason(9)", inbound.ShedReason(9).String())
 }
 
 // TestLoadShedderReleasesOnPanic: a handler that panics gives its slot
 // back (net/http recovers the panic and closes the connection).
 func TestLoadShedderReleasesOnPanic(t *testing.T) {
-	s := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{Limit: 1})
+	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{Limit: 1})
 	srv := httptest.NewUnstartedServer(s.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler)
 	})))
@@ -425,5 +428,5 @@ func TestLoadShedderReleasesOnPanic(t *testing.T) {
 		_, err := c.Get(srv.URL)
 		assert.Error(t, err)
 	}
-	assert.Equal(t, retryhttp.LoadShedderStats{Limit: 1, Admitted: 3}, s.Stats())
+	assert.Equal(t, inbound.LoadShedderStats{Limit: 1, Admitted: 3}, s.Stats())
 }

@@ -1,4 +1,4 @@
-package retryhttp_test
+package inbound_test
 
 import (
 	"fmt"
@@ -7,13 +7,14 @@ import (
 	"net/http/httptest"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 )
 
 // A server that handles one request at once: the excess is refused at once
 // with 503 and a Retry-After of 1 or 2 seconds, while health checks always
 // pass.
 func ExampleLoadShedder() {
-	shedder := retryhttp.NewLoadShedder(retryhttp.LoadShedderOptions{
+	shedder := inbound.NewLoadShedder(inbound.LoadShedderOptions{
 		Limit:    1,
 		MustPass: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	})
@@ -61,5 +62,5 @@ func ExampleLoadShedder() {
 	// /: 503 Service Unavailable, Retry-After 1 or 2: true, Retry-Pushback: ""
 	// /healthz: 200 OK, Retry-After 1 or 2: false, Retry-Pushback: ""
 	// /slow: 200 OK
-	// {Limit:1 InFlight:0 Queued:0 Admitted:2 Shed:1}
+	// {Limit:1 InFlight:0 Queued:0 Admitted:2 Shed:1 Late:0}
 }

@@ -1,0 +1,17 @@
+// Package inbound is the inbound side of a service that calls others
+// through retryhttp: middleware around its own handlers. A client-only user
+// of retryhttp never reads it.
+//
+// In a chain of services that all retry, what a server does with the
+// requests it receives decides how far a storm spreads: LoadShedder refuses
+// the work the server cannot do in time, early and cheaply, with an answer
+// its callers know how to treat; Pushback tells the callers above a service
+// that already retried a failure not to retry it again. Both work with the
+// client side in package retryhttp (its Transport honours the
+// Retry-Pushback signal and Retry-After), and with any other client.
+//
+// The order of the wrappers, from the outside in: LoadShedder's Handler
+// first, so that a request refused costs nothing; then Pushback, around the
+// handler whose outbound calls go through retryhttp Transports.
+// docs/shedding.md and docs/storms.md give the design and the measurements.
+package inbound
