@@ -106,7 +106,7 @@ type tailLatency struct {
 type tailEstimate struct {
 	q     float64
 	at    int64         // when, in nanoseconds of the transport's clock
-	delay time.Duration // 0: too few samples
+	delay time.Duration // positive
 }
 
 func (*tailLatency) idle() bool { return false } // dropping one loses its samples
@@ -127,14 +127,19 @@ func (l *tailLatency) record(now int64, d time.Duration) {
 
 // delay returns the q-quantile of the window at now, and whether the window
 // holds enough samples for one (tailMinSamples). It computes the quantile
-// again if the last one is of another q or older than tailRefresh.
+// again if the last one is of another q or older than tailRefresh. A window
+// with too few samples is not cached: the next request looks again, so that
+// hedging starts with the sample that completes the window.
 func (l *tailLatency) delay(now int64, q float64) (time.Duration, bool) {
 	if c := l.estimate.Load(); c != nil && c.q == q && now >= c.at && now-c.at < int64(tailRefresh) {
-		return c.delay, c.delay > 0
+		return c.delay, true
 	}
 	d := l.quantile(now, q)
+	if d == 0 {
+		return 0, false
+	}
 	l.estimate.Store(&tailEstimate{q: q, at: now, delay: d})
-	return d, d > 0
+	return d, true
 }
 
 // quantile returns the q-quantile of the window at now, as the upper bound

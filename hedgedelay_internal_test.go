@@ -133,10 +133,13 @@ func TestTailQuantileWindow(t *testing.T) {
 // delay computes a quantile at most once per tailRefresh for one quantile.
 func TestTailDelayRefresh(t *testing.T) {
 	var l tailLatency
+	if _, ok := l.delay(0, 0.9); ok {
+		t.Fatal("an empty window has a delay")
+	}
 	for range 100 {
 		l.record(0, time.Millisecond)
 	}
-	d, ok := l.delay(0, 0.9)
+	d, ok := l.delay(1, 0.9) // a cold window is not cached
 	if !ok || d < time.Millisecond || d > 1125*time.Microsecond {
 		t.Fatalf("delay = %v, %v; want about 1ms", d, ok)
 	}
