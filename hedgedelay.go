@@ -41,7 +41,7 @@ const (
 	tailRefresh = 50 * time.Millisecond
 
 	// tailMaxHosts bounds the destinations a Transport keeps latencies of
-	// (about 3 KiB each).
+	// (about 1.6 KiB each).
 	tailMaxHosts = 256
 
 	// The bounds of the quantile (WithAdaptiveHedging clamps to them),
