@@ -54,39 +54,6 @@ func withHedging(delay time.Duration, maxHedges int) patch {
 	return func(s *settings) { s.hedgeDelay, s.hedgeQuantile, s.maxHedges = delay, 0, maxHedges }
 }
 
-// WithAdaptiveHedging turns hedging on as WithHedging does, with a delay
-// that follows the destination's latency instead of a fixed one: the
-// quantile-th quantile (0.95 for the 95th percentile) of the latency of the
-// recent successful first attempts to the request's host, as the transport
-// observed them (the last 10 to 20 seconds). Everything else is as
-// WithHedging says: which requests are hedged, the counting rule, the
-// budget's charge on every hedge.
-//
-// A quantile of zero or less, or NaN, or a maxHedges of zero or less, turns
-// hedging off; a quantile is clamped to [0.5, 0.999]. Until the host's
-// window holds enough latencies (4/(1-quantile), at least 20: 80 for the
-// 95th percentile), its requests are not hedged, and their first attempts
-// are timed to fill it. A request whose deadline leaves less than twice the
-// delay is not hedged, and no hedge is sent with less than the delay left
-// before the deadline: it could not come back in time. docs/hedging.md has
-// the details.
-func WithAdaptiveHedging(quantile float64, maxHedges int) Option {
-	return option(withAdaptiveHedging(quantile, maxHedges))
-}
-
-// SetAdaptiveHedging returns a context that makes requests sent with it
-// hedge as WithAdaptiveHedging(quantile, maxHedges) says, whatever the
-// transport's setting; a quantile or a maxHedges of zero or less turns
-// hedging off for them.
-func SetAdaptiveHedging(ctx context.Context, quantile float64, maxHedges int) context.Context {
-	return withOverride(ctx, "hedging", withAdaptiveHedging(quantile, maxHedges))
-}
-
-func withAdaptiveHedging(quantile float64, maxHedges int) patch {
-	q := tailQuantile(quantile)
-	return func(s *settings) { s.hedgeDelay, s.hedgeQuantile, s.maxHedges = 0, q, maxHedges }
-}
-
 // hedges reports whether a request of idempotency idem and body body is
 // hedged: hedging is on, the request may be sent more than once, and it is
 // guessed idempotent (idempotency.go).
@@ -179,13 +146,13 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	actx, cancel := context.WithCancel(ctx)
 	h.cancels = append(h.cancels, cancel)
 	h.inFlight = 1
+	h.began = t.firstStart(&s, 1) // before the timer: fire reads it
 	if c := t.clock(); h.timer == nil || h.clk != c {
 		h.timer, h.clk = c.AfterFunc(s.hedgeDelay, h.fire), c
 	} else {
 		h.timer.Reset(s.hedgeDelay)
 	}
 	req, timer := sent.WithContext(actx), t.startAttempt(s.budget) // clock.go
-	h.began = t.firstStart(&s, 1)
 	sending := true
 	defer func() {
 		// A base transport that panicked after the hedge delay passed:

@@ -44,12 +44,44 @@ const (
 	// (about 1.6 KiB each).
 	tailMaxHosts = 256
 
-	// The bounds of the quantile (WithAdaptiveHedging clamps to them),
-	// and the default of a destination policy.
-	minTailQuantile     = 0.5
-	maxTailQuantile     = 0.999
-	defaultTailQuantile = 0.95
+	// The bounds of the quantile: WithAdaptiveHedging clamps to them, a
+	// destination policy must be within them.
+	minTailQuantile = 0.5
+	maxTailQuantile = 0.999
 )
+
+// WithAdaptiveHedging turns hedging on as WithHedging does, with a delay
+// that follows the destination's latency instead of a fixed one: the
+// quantile-th quantile (0.95 for the 95th percentile) of the latency of the
+// recent successful first attempts to the request's host, as the transport
+// observed them (the last 10 to 20 seconds). Everything else is as
+// WithHedging says: which requests are hedged, the counting rule, the
+// budget's charge on every hedge.
+//
+// A quantile of zero or less, or NaN, or a maxHedges of zero or less, turns
+// hedging off; a quantile is clamped to [0.5, 0.999]. Until the host's
+// window holds enough latencies (4/(1-quantile), at least 20: 80 for the
+// 95th percentile), its requests are not hedged, and their first attempts
+// are timed to fill it. A request whose deadline leaves less than twice the
+// delay is not hedged, and no hedge is sent with less than the delay left
+// before the deadline: it could not come back in time. docs/hedging.md has
+// the details.
+func WithAdaptiveHedging(quantile float64, maxHedges int) Option {
+	return option(withAdaptiveHedging(quantile, maxHedges))
+}
+
+// SetAdaptiveHedging returns a context that makes requests sent with it
+// hedge as WithAdaptiveHedging(quantile, maxHedges) says, whatever the
+// transport's setting; a quantile or a maxHedges of zero or less turns
+// hedging off for them.
+func SetAdaptiveHedging(ctx context.Context, quantile float64, maxHedges int) context.Context {
+	return withOverride(ctx, "hedging", withAdaptiveHedging(quantile, maxHedges))
+}
+
+func withAdaptiveHedging(quantile float64, maxHedges int) patch {
+	q := tailQuantile(quantile)
+	return func(s *settings) { s.hedgeDelay, s.hedgeQuantile, s.maxHedges = 0, q, maxHedges }
+}
 
 // tailQuantile returns q clamped to [minTailQuantile, maxTailQuantile]; a
 // q that is zero or less, or NaN, is 0: adaptive hedging off.
