@@ -251,3 +251,51 @@ func TestAdaptiveHedgingDestinationInvalid(t *testing.T) {
 		t.Errorf("NaN quantile: error %v, want one about hedging.quantile", err)
 	}
 }
+
+// No hedge is sent with less than the hedge delay left before the deadline:
+// of two hedges that a request hanging on every attempt would get, the
+// second, due at twice the delay, is not sent when the deadline falls at 2.5
+// times the delay.
+func TestAdaptiveHedgingNoLateHedge(t *testing.T) {
+	const usual = 10 * time.Millisecond
+	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		d := usual
+		if r.URL.Query().Get("id") == "hang" {
+			d = time.Hour
+		}
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+		}
+	})
+	var hc hedgeCounter
+	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(0.9, 2), hc.option(), retryhttp.WithRetryBudget(nil))
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for id := range 40 { // tailMinSamples(0.9)
+		if _, err := getID(context.Background(), t, c, srv.URL, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id=hang", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := retryhttp.AdaptiveHedgeDelay(tr, req, 0.9)
+	if !ok || d < usual {
+		t.Fatalf("hedge delay %v, %v: want %v at least", d, ok, usual)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d*5/2)
+	defer cancel()
+	res, err := c.Do(req.WithContext(ctx))
+	if err == nil {
+		drainClose(t, res)
+		t.Fatal("a request whose attempts all hang succeeded")
+	}
+	hc.mu.Lock()
+	n := hc.hedges["hang"]
+	hc.mu.Unlock()
+	if n > 1 {
+		t.Errorf("%d hedges, want at most 1: the second was due with less than the delay (%v) left", n, d)
+	}
+}

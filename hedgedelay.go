@@ -96,7 +96,7 @@ func tailQuantile(q float64) float64 {
 // q-quantile is used: 4/(1-q), at least 20 (80 for the 95th percentile, 400
 // for the 99th), so that a few samples lie above the quantile.
 func tailMinSamples(q float64) uint64 {
-	return max(20, uint64(math.Ceil(4/(1-q))))
+	return max(20, uint64(math.Ceil(4/(1-q)-1e-9))) // 1e-9: 1-0.9 is not 0.1 in floating point
 }
 
 // tailBucket returns the bucket of latency d.

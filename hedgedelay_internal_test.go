@@ -104,6 +104,14 @@ func TestTailQuantileWindow(t *testing.T) {
 	if n != 80 {
 		t.Fatalf("tailMinSamples(0.95) = %d, want 80", n)
 	}
+	for _, tt := range []struct {
+		give float64
+		want uint64
+	}{{0.5, 20}, {0.8, 20}, {0.9, 40}, {0.99, 400}, {0.999, 4000}} {
+		if got := tailMinSamples(tt.give); got != tt.want {
+			t.Errorf("tailMinSamples(%v) = %d, want %d", tt.give, got, tt.want)
+		}
+	}
 	epoch := int64(tailEpoch)
 	for range n - 1 {
 		l.record(epoch, time.Millisecond)
