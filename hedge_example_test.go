@@ -49,8 +49,10 @@ func ExampleWithHedging() {
 func ExampleWithAdaptiveHedging() {
 	var hang atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hang.CompareAndSwap(true, false) {
-			<-r.Context().Done() // hangs until the transport cancels it
+		// Once hang is set, a first attempt (hedges carry AttemptHeader)
+		// hangs until the transport cancels it.
+		if hang.Load() && r.Header.Get(retryhttp.AttemptHeader) == "" {
+			<-r.Context().Done()
 			return
 		}
 		fmt.Fprint(w, "fast")
