@@ -65,16 +65,28 @@ func TestHedgeTail(t *testing.T) {
 		t.Logf("%-14s %8v %8v %8v %8.2f %10.1f%% %7d", p.name, r.p(0.50), r.p(0.95), r.p(0.99), float64(r.p(0.99))/float64(r.p(0.95)), r.extra*100, r.errors)
 	}
 
-	// Bounded claims, loose enough for a loaded machine under the race
-	// detector: the tail shrinks (by 70% on a machine that keeps up; by
-	// 10% to 15% in runs under -race on a loaded one), for at most 12%
-	// extra requests.
-	bare, hedged := got["no hedging"], got["adaptive p93"]
-	if hedged.p(0.99) >= bare.p(0.99) {
-		t.Errorf("adaptive p93: p99 %v, want less than %v without hedging", hedged.p(0.99), bare.p(0.99))
-	}
+	// What holds on any machine, loaded or not, under the race detector
+	// too: the budget bounds the extra requests, and requests succeed (but
+	// for the rare spurious cancellation of docs/hedging.md). The latency
+	// claims need a machine that keeps up with 10 ms sleeps: the full
+	// measure checks them, and the root package's
+	// TestAdaptiveHedgingFollowsTheTail checks hedges beat the tail.
+	hedged := got["adaptive p93"]
 	if hedged.extra > 0.12 {
 		t.Errorf("adaptive p93: %.1f%% extra requests, want at most 12%%", hedged.extra*100)
+	}
+	for name, r := range got {
+		if r.errors > requests/100 {
+			t.Errorf("%s: %d requests failed, want at most 1%%", name, r.errors)
+		}
+	}
+	if *hedgeTailFull {
+		if ratio := float64(hedged.p(0.99)) / float64(hedged.p(0.95)); ratio > 1.5 {
+			t.Errorf("adaptive p93: p99 is %.2f times p95, want 1.5 at most", ratio)
+		}
+		if bare := got["no hedging"]; hedged.p(0.99) > bare.p(0.99)*6/10 {
+			t.Errorf("adaptive p93: p99 %v, want at most 60%% of %v without hedging", hedged.p(0.99), bare.p(0.99))
+		}
 	}
 }
 
