@@ -69,10 +69,15 @@ type Destination struct {
 // DestinationHedging is the hedging of a Destination, as WithHedging
 // describes it: another attempt after Delay without an answer, at most
 // MaxHedges in flight beyond the first. A MaxHedges of zero turns hedging
-// off; otherwise Delay must be positive.
+// off; otherwise Delay must be positive, or Quantile set.
 type DestinationHedging struct {
 	Delay     time.Duration
 	MaxHedges int
+	// Quantile, if not zero, makes the delay follow the destination's
+	// latency as WithAdaptiveHedging describes: the Quantile-th quantile of
+	// its recent successful first attempts. It is from 0.5 to 0.999, and
+	// Delay is then zero.
+	Quantile float64
 }
 
 // DestinationConfig is a set of destination policies: what a file read by
@@ -307,7 +312,11 @@ func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy, 
 		add(withAttemptTimeout(*a))
 	}
 	if h := firstSet(d.Hedging, def.Hedging); h != nil {
-		add(withHedging(h.Delay, h.MaxHedges))
+		if h.Quantile != 0 {
+			add(withAdaptiveHedging(h.Quantile, h.MaxHedges))
+		} else {
+			add(withHedging(h.Delay, h.MaxHedges))
+		}
 	}
 	switch {
 	case d.NoBudget:

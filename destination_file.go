@@ -75,7 +75,7 @@ var (
 	filePolicyKeys  = []string{"name", "host", "maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget"}
 	fileDefaultKeys = []string{"maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget"}
 	fileBackoffKeys = []string{"base", "cap", "jitter"}
-	fileHedgingKeys = []string{"delay", "maxHedges"}
+	fileHedgingKeys = []string{"delay", "maxHedges", "quantile"}
 	fileBudgetKeys  = []string{"ratio", "capacity", "maxHosts", "noParking", "maxWait", "maxParked"}
 )
 
@@ -103,7 +103,8 @@ var (
 // In "backoff", "jitter" is the JitterMagnitude of CustomizedDelayFnOptions,
 // from 0 (none) to 1; absent, it is 1/3. "budget" is "transport" (the
 // transport's budget, as when absent), "off", or the options of a budget of
-// the destination's own. "hedging" is "off" or its delay and maxHedges.
+// the destination's own. "hedging" is "off" or its delay (or quantile:
+// DestinationHedging) and maxHedges.
 func ParseDestinations(data []byte) (DestinationConfig, error) {
 	var cfg DestinationConfig
 	var top json.RawMessage
@@ -286,7 +287,7 @@ func (p *fileParser) backoff(v json.RawMessage, path string) *CustomizedDelayFnO
 // hedging reads the hedging value v: "off" or an object.
 func (p *fileParser) hedging(v json.RawMessage, path string) *DestinationHedging {
 	h := &DestinationHedging{}
-	hasDelay := false
+	hasDelay, hasQuantile := false, false
 	if jsonType(v) == "string" {
 		if s := p.str(v, path); s != "off" {
 			p.ps.add(path, `must be "off" or an object, got %s`, describe(v))
@@ -297,6 +298,8 @@ func (p *fileParser) hedging(v json.RawMessage, path string) *DestinationHedging
 		switch key {
 		case "delay":
 			h.Delay, hasDelay = p.positiveDuration(v, path), true
+		case "quantile":
+			h.Quantile, hasQuantile = p.number(v, path)
 		case "maxHedges":
 			h.MaxHedges, _ = p.integer(v, path)
 			if h.MaxHedges < 0 {
@@ -304,7 +307,7 @@ func (p *fileParser) hedging(v json.RawMessage, path string) *DestinationHedging
 			}
 		}
 	})
-	if h.MaxHedges > 0 && !hasDelay {
+	if h.MaxHedges > 0 && !hasDelay && !hasQuantile {
 		p.ps.add(join(path, "delay"), "required when maxHedges is above 0")
 	}
 	return h

@@ -153,7 +153,11 @@ func validatePolicy(ps *problems, path string, d Destination) {
 		switch {
 		case h.MaxHedges < 0:
 			ps.add(path+".hedging.maxHedges", "must not be negative (zero turns hedging off), got %d", h.MaxHedges)
-		case h.MaxHedges > 0 && h.Delay <= 0:
+		case h.Quantile != 0 && !(h.Quantile >= minTailQuantile && h.Quantile <= maxTailQuantile):
+			ps.add(path+".hedging.quantile", "must be a number from %v to %v (zero: a fixed delay), got %v", minTailQuantile, maxTailQuantile, h.Quantile)
+		case h.Quantile != 0 && h.Delay != 0:
+			ps.add(path+".hedging.delay", "must be zero with a quantile (the delay follows the latency), got %q", h.Delay.String())
+		case h.MaxHedges > 0 && h.Delay <= 0 && h.Quantile == 0:
 			ps.add(path+".hedging.delay", "must be a positive duration when maxHedges is above 0, got %q", h.Delay.String())
 		}
 	}

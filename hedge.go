@@ -51,14 +51,14 @@ func SetHedging(ctx context.Context, delay time.Duration, maxHedges int) context
 }
 
 func withHedging(delay time.Duration, maxHedges int) patch {
-	return func(s *settings) { s.hedgeDelay, s.maxHedges = delay, maxHedges }
+	return func(s *settings) { s.hedgeDelay, s.hedgeQuantile, s.maxHedges = delay, 0, maxHedges }
 }
 
 // hedges reports whether a request of idempotency idem and body body is
 // hedged: hedging is on, the request may be sent more than once, and it is
 // guessed idempotent (idempotency.go).
 func (s *settings) hedges(idem idempotency, body *replay) bool {
-	if s.hedgeDelay <= 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
+	if s.hedgeDelay <= 0 && s.hedgeQuantile == 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
 		return false
 	}
 	return idem.guessed
@@ -77,10 +77,11 @@ func (h *hedge) allow() (lease, bool) {
 
 // outcome is the result of one attempt of a hedged request.
 type outcome struct {
-	n   int           // the attempt's number, 1 for the first
-	req *http.Request // as sent, with the caller's context
-	res *http.Response
-	err error
+	n    int           // the attempt's number, 1 for the first
+	req  *http.Request // as sent, with the caller's context
+	res  *http.Response
+	err  error
+	took time.Duration // attempt 1's latency, with adaptive hedging
 }
 
 // hedge is the state of one hedged request. Attempt 1 runs on the caller's
@@ -102,7 +103,9 @@ type hedge struct {
 	wg       sync.WaitGroup       // one per attempt goroutine
 	cancels  []context.CancelFunc // cancels[n-1] ends attempt n; len is the attempts sent
 	inFlight int
-	refused  bool // the budget refused an attempt: no more are sent
+	refused  bool      // the budget refused an attempt: no more are sent
+	began    time.Time // attempt 1's start, with adaptive hedging (hedgedelay.go)
+	seen1    bool      // attempt 1's outcome has been judged
 	why      StopReason
 
 	timer clockTimer    // runs fire after the hedge delay; made once per hedge value and clock
@@ -127,8 +130,10 @@ var hedges = sync.Pool{New: func() any {
 	return &hedge{results: make(chan outcome), done: make(chan hedgeEnd, 1)}
 }}
 
-// roundTripHedged sends req's attempts in parallel as WithHedging describes.
-func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s settings, body replay, idem idempotency) (*http.Response, ending, error) {
+// roundTripHedged sends req's attempts in parallel as WithHedging describes,
+// with hedge delay d (hedgedelay.go hedging).
+func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s settings, d time.Duration, body replay, idem idempotency) (*http.Response, ending, error) {
+	s.hedgeDelay = d
 	h := hedges.Get().(*hedge)
 	h.t, h.s, h.body, h.idem, h.ctx, h.caller = t, s, body, idem, ctx, caller
 
@@ -141,6 +146,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	actx, cancel := context.WithCancel(ctx)
 	h.cancels = append(h.cancels, cancel)
 	h.inFlight = 1
+	h.began = t.firstStart(&s, 1) // before the timer: fire reads it
 	if c := t.clock(); h.timer == nil || h.clk != c {
 		h.timer, h.clk = c.AfterFunc(s.hedgeDelay, h.fire), c
 	} else {
@@ -162,6 +168,9 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	timer.end(t, s.budget, &ao)
 	s.budget.settle(req, res, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
+	if !h.began.IsZero() {
+		o.took = t.clockNow().Sub(h.began)
+	}
 
 	// 2. The hedge delay passed first: fire coordinates the attempts.
 	if !h.timer.Stop() {
@@ -239,6 +248,11 @@ func (h *hedge) hedge() (bool, error) {
 	if inFlight > min(h.s.maxHedges, h.s.maxRetries) {
 		return false, nil
 	}
+	// With adaptive hedging the delay is the destination's latency: a
+	// hedge sent with less time left could not come back in time.
+	if h.s.hedgeQuantile > 0 && h.t.pastDeadline(h.ctx, h.s.hedgeDelay) {
+		return false, nil
+	}
 	launched, err := h.next(false)
 	if launched {
 		// As documented for Decision: the attempts in flight and the
@@ -263,6 +277,10 @@ func (h *hedge) recycle() {
 func (h *hedge) replaceOrEnd(o *outcome) bool {
 	a := h.attempt(o)
 	h.t.obs.reportAttempt(a, h.s.maxRetries, true)
+	if o.n == 1 {
+		h.seen1 = true
+		h.firstLatency(o)
+	}
 	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
 	// request's body is replayable (hedges), and the limit counts every
 	// attempt sent, those still in flight included.
@@ -358,6 +376,10 @@ func (h *hedge) launch(l lease, refund bool) error {
 // before win returns, or, when o has a body, before that body's Close
 // returns: o's attempt stays alive until then, so the body can be read.
 func (h *hedge) win(o outcome) (*http.Response, error) {
+	if !h.seen1 && !h.began.IsZero() {
+		// Beaten by a hedge: attempt 1 took longer than this, at least.
+		h.t.tailSince(h.caller, h.began)
+	}
 	for i, cancel := range h.cancels {
 		if i != o.n-1 {
 			cancel()

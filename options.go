@@ -192,9 +192,10 @@ type settings struct {
 	retrySignal            bool // crosshop.go
 	attemptHeader          bool
 
-	hedgeDelay time.Duration // hedge.go; hedging is on when both are positive
-	maxHedges  int
-	budget     *RetryBudget // budget.go; nil: no budget
+	hedgeDelay    time.Duration // hedge.go; hedging is on when maxHedges and one of these are positive
+	hedgeQuantile float64       // hedgedelay.go; 0: the fixed hedgeDelay
+	maxHedges     int
+	budget        *RetryBudget // budget.go; nil: no budget
 }
 
 // defaultSettings are the settings of a Transport without options.

@@ -88,6 +88,8 @@ type Transport struct {
 	clk clock
 	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
 	hedgeGate func(req *http.Request) bool
+	// The latency of first attempts, for adaptive hedging (hedgedelay.go).
+	tails tailLatencies
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -179,8 +181,8 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	if err := body.init(req, s, &facts); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
-	if s.hedges(idem, &body) {
-		return t.roundTripHedged(ctx, caller, *s, body, idem)
+	if d, ok := t.hedging(ctx, req, s, idem, &body); ok {
+		return t.roundTripHedged(ctx, caller, *s, d, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
@@ -204,8 +206,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
-		timer := t.startAttempt(s.budget)
+		timer, began := t.startAttempt(s.budget), t.firstStart(s, count)
 		res, err := t.send(sent, s.attemptTimeout)
+		t.firstEnd(sent, began, res, err) // adaptive hedging (hedgedelay.go)
 		err = w.mark(err)
 		o := attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}
 		timer.end(t, s.budget, &o)
