@@ -16,10 +16,10 @@ import (
 type replayMode uint8
 
 const (
-	replayNoBody   replayMode = iota // no body: the request is sent as it is
-	replayGetBody                    // a fresh body from GetBody per retry
-	replayBuffered                   // a fresh reader over buffered bytes per attempt
-	replayOnce                       // sent once; the request is not retried
+	replayNoBody  replayMode = iota // no body: the request is sent as it is
+	replayGetBody                   // a fresh body from GetBody per retry
+	replayTee                       // streamed once, a copy kept for retries (teebody.go)
+	replayOnce                      // sent once; the request is not retried
 )
 
 // replay produces the request to send on each attempt, with a body reader of
@@ -30,10 +30,7 @@ const (
 type replay struct {
 	req  *http.Request
 	mode replayMode
-	buf  []byte    // replayBuffered: the whole body
-	once io.Reader // replayOnce of an overflowing body: buffered prefix + rest
-
-	getBody func() (io.ReadCloser, error) // replayBuffered: each attempt's GetBody
+	tee  *teeBody // replayTee: the caller's body and its copy
 
 	numbered bool // attempts after the first carry AttemptHeader
 
@@ -46,9 +43,9 @@ type replay struct {
 	asIs bool
 }
 
-// newReplay decides how req's body is replayed, buffering it if it has no
-// GetBody and might be retried. f holds the facts of req's headers, if
-// scanned. On error, req.Body has been closed.
+// newReplay decides how req's body is replayed, keeping a copy of it as it
+// is sent if it has no GetBody and might be retried. f holds the facts of
+// req's headers, if scanned. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
 	var r replay
 	err := r.init(req, s, f)
@@ -65,7 +62,7 @@ func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
 			return err
 		}
 	} // else replayNoBody
-	r.asIs = r.mode != replayBuffered && r.once == nil && !(r.numbered && r.number(1))
+	r.asIs = r.mode != replayTee && !(r.numbered && r.number(1))
 	return nil
 }
 
@@ -79,36 +76,37 @@ func (r *replay) choose(s *settings) error {
 	case s.bodyBufferLimit <= 0:
 		r.mode = replayOnce
 	default:
-		return r.buffer(s.bodyBufferLimit)
+		r.mode, r.tee = replayTee, newTeeBody(req.Body, s.bodyBufferLimit)
 	}
 	return nil
 }
 
-// buffer reads up to limit bytes of the body. A body that fits is closed and
-// replayed from memory; a larger one is streamed once, prefix then rest.
-func (r *replay) buffer(limit int64) error {
-	body := r.req.Body
-	buf, err := io.ReadAll(io.LimitReader(body, plusOne(limit)))
-	if err != nil {
-		body.Close()
-		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
+// replayable reports whether the request may be sent again now: its body,
+// if any, can be. A streamed body can be once an attempt has begun to read
+// it, until it outgrows the buffer limit: before its first attempt, it is
+// not known to be (and so it is not hedged: a hedge would need the bytes
+// the first attempt has yet to read).
+func (r *replay) replayable() bool {
+	switch r.mode {
+	case replayOnce:
+		return false
+	case replayTee:
+		return r.tee.started() && r.tee.replayable()
 	}
-	if int64(len(buf)) > limit {
-		r.mode = replayOnce
-		r.once = io.MultiReader(bytes.NewReader(buf), body)
-		return nil
-	}
-	if err := body.Close(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
-	}
-	r.mode = replayBuffered
-	r.buf = buf
-	r.getBody = func() (io.ReadCloser, error) { return newBufBody(buf), nil }
-	return nil
+	return true
 }
 
-// replayable reports whether the request may be sent more than once.
-func (r *replay) replayable() bool { return r.mode != replayOnce }
+// mayReplay reports whether the request may be sent more than once at
+// all, as known before its first attempt: a streamed body may be.
+func (r *replay) mayReplay() bool { return r.mode != replayOnce }
+
+// finish says that no attempt will follow, so that a streamed body is
+// closed once the base transport no longer reads it.
+func (r *replay) finish() {
+	if r.tee != nil {
+		r.tee.finish()
+	}
+}
 
 // request returns the request for attempt n (1 for the first), with a
 // body of its own, numbered if the transport numbers attempts. A first
@@ -130,8 +128,9 @@ func (r *replay) request(n int) (*http.Request, error) {
 	a := &attemptReq{Request: *r.req}
 	if body != nil {
 		a.Body = body
-		if r.mode == replayBuffered {
-			a.GetBody = r.getBody
+		if buf, ok := r.copied(); ok {
+			// The whole body is known: net/http may replay it too.
+			a.GetBody = func() (io.ReadCloser, error) { return newBufBody(buf), nil }
 		}
 	}
 	if numbered {
@@ -210,14 +209,19 @@ func (r *replay) body(n int) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("%w: %w", ErrSeekingBody, err)
 		}
 		return body, nil
-	case replayBuffered:
-		return newBufBody(r.buf), nil
-	case replayOnce:
-		if r.once != nil {
-			return readCloser{r.once, r.req.Body}, nil
-		}
+	case replayTee:
+		return r.tee.reader(), nil
 	}
 	return nil, nil
+}
+
+// copied returns the whole body of a streamed request, once it was read to
+// its end and fits the buffer limit.
+func (r *replay) copied() ([]byte, bool) {
+	if r.mode != replayTee {
+		return nil, false
+	}
+	return r.tee.complete()
 }
 
 // bufBody is a body read from buffered bytes, closed by doing nothing.
@@ -230,12 +234,6 @@ func newBufBody(buf []byte) *bufBody {
 }
 
 func (*bufBody) Close() error { return nil }
-
-// readCloser reads from one reader and closes another.
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
 
 // maxDrain bounds how much of a discarded response body is read so that its
 // connection can be reused. A longer body costs the connection instead.

@@ -177,13 +177,14 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	if err := body.init(req, s, &facts); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
+	defer body.finish() // a streamed body is closed once no attempt reads it
 	if s.hedges(idem, &body) {
 		return t.roundTripHedged(ctx, caller, *s, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
 	// replay them (idempotency.go).
-	watch := watchable && body.replayable() && !idem.guessed
+	watch := watchable && body.mayReplay() && !idem.guessed
 	var w *writeWatch
 	if watch {
 		body.req, w = watchWrites(body.req, idem.injected)
