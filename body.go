@@ -128,9 +128,10 @@ func (r *replay) request(n int) (*http.Request, error) {
 	a := &attemptReq{Request: *r.req}
 	if body != nil {
 		a.Body = body
-		if buf, ok := r.copied(); ok {
-			// The whole body is known: net/http may replay it too.
-			a.GetBody = func() (io.ReadCloser, error) { return newBufBody(buf), nil }
+		if r.mode == replayTee {
+			// net/http may replay the request by itself (after an
+			// HTTP/2 GOAWAY, say), from the copy too.
+			a.GetBody = r.tee.getBody
 		}
 	}
 	if numbered {
@@ -213,15 +214,6 @@ func (r *replay) body(n int) (io.ReadCloser, error) {
 		return r.tee.reader(), nil
 	}
 	return nil, nil
-}
-
-// copied returns the whole body of a streamed request, once it was read to
-// its end and fits the buffer limit.
-func (r *replay) copied() ([]byte, bool) {
-	if r.mode != replayTee {
-		return nil, false
-	}
-	return r.tee.complete()
 }
 
 // bufBody is a body read from buffered bytes, closed by doing nothing.

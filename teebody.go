@@ -80,12 +80,14 @@ func (t *teeBody) replayable() bool {
 	return !t.over && (t.err == nil || t.err == io.EOF)
 }
 
-// complete returns the whole body, if the caller's body was read to its
-// end and its copy kept.
-func (t *teeBody) complete() ([]byte, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.buf, t.err == io.EOF && !t.over
+// getBody is the GetBody of every attempt's request: a new reader of the
+// whole body, for a base transport that replays the request by itself, or
+// an error once the copy no longer holds the whole body read so far.
+func (t *teeBody) getBody() (io.ReadCloser, error) {
+	if !t.replayable() {
+		return nil, errBodyOverflow
+	}
+	return t.reader(), nil
 }
 
 // finish says that no attempt will follow: the caller's body is closed
