@@ -202,4 +202,3 @@ func isHTTP2StreamResetAs(err error) bool {
 // message of an error that wraps no other. x/net's GoAwayError, exported,
 // has fields but no method to match on either.
 const http2GoAwayPrefix = "http2: server sent GOAWAY and closed the connection"
-
