@@ -1,0 +1,19 @@
+module github.com/seed2409de8f/retryhttp/bench/integrations
+
+go 1.24.0
+
+require (
+	github.com/seed2409de8f/retryhttp v0.1.0
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.47.0
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/text v0.31.0 // indirect
+)
+
+replace github.com/seed2409de8f/retryhttp => ../..
