@@ -144,6 +144,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var own settings // if a policy or overrides apply: a patched copy
 		s = t.settings(req, &own)
 	}
+	var layered settings
+	s = s.layered(req, &layered) // layers.go: an outer layer's retry is not retried here
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
