@@ -78,6 +78,7 @@ type Transport struct {
 	destinations *Destinations             // WithDestinations; nil: none
 	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
 	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
+	cookieJar    http.CookieJar            // WithCookieJar (cookies.go); nil: none
 
 	// WithClock's: nil means the clock below. Seams for tests.
 	now   func() time.Time
