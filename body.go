@@ -1,10 +1,8 @@
 package retryhttp
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -216,17 +214,6 @@ func (r *replay) body(n int) (io.ReadCloser, error) {
 	return nil, nil
 }
 
-// bufBody is a body read from buffered bytes, closed by doing nothing.
-type bufBody struct{ bytes.Reader }
-
-func newBufBody(buf []byte) *bufBody {
-	b := &bufBody{}
-	b.Reset(buf)
-	return b
-}
-
-func (*bufBody) Close() error { return nil }
-
 // maxDrain bounds how much of a discarded response body is read so that its
 // connection can be reused. A longer body costs the connection instead.
 const maxDrain = 64 << 10
@@ -263,15 +250,6 @@ func discard(res *http.Response) {
 	// ContentLength of -1, unknown, is read so too.
 	_, _ = io.CopyN(io.Discard, res.Body, maxDrain+1)
 	closeOnce()
-}
-
-// plusOne returns n+1, or n if that would overflow: the bound of a read that
-// must tell "exactly n bytes" from "more than n".
-func plusOne(n int64) int64 {
-	if n == math.MaxInt64 {
-		return n
-	}
-	return n + 1
 }
 
 // closeBody closes the body of a request that will not be sent.
