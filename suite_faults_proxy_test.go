@@ -89,6 +89,15 @@ func (p *connectProxy) tunnel(c net.Conn) {
 	<-done
 }
 
+// proxiedTransport is a transport whose base reaches srv (HTTPS) through
+// proxy's tunnels.
+func proxiedTransport(t *testing.T, srv *countingServer, proxy *connectProxy) *retryhttp.Transport {
+	base := srv.Client().Transport.(*http.Transport).Clone()
+	base.Proxy = http.ProxyURL(proxy.url())
+	t.Cleanup(base.CloseIdleConnections)
+	return newTransport(t, noDelay, retryhttp.WithTransport(base))
+}
+
 func TestRefusedTunnelRetriedForEveryMethod(t *testing.T) {
 	// A refused CONNECT never reached the server: a POST is retried as
 	// after a refused connection.
@@ -100,10 +109,7 @@ func TestRefusedTunnelRetriedForEveryMethod(t *testing.T) {
 					_, _ = w.Write(body)
 				}, true, nil)
 				proxy := newConnectProxy(t, status, 1)
-				base := srv.Client().Transport.(*http.Transport).Clone()
-				base.Proxy = http.ProxyURL(proxy.url())
-				t.Cleanup(base.CloseIdleConnections)
-				tr := newTransport(t, noDelay, retryhttp.WithTransport(base))
+				tr := proxiedTransport(t, srv, proxy)
 
 				res, err := tr.RoundTrip(httptestRequest(t, method, srv.URL, strings.NewReader("payload")))
 				require.NoError(t, err)
@@ -121,10 +127,7 @@ func TestForbiddenTunnelNotRetried(t *testing.T) {
 	// A 403 to CONNECT is the proxy's policy, not a passing failure.
 	srv := startServer(t, always(200), true, nil)
 	proxy := newConnectProxy(t, http.StatusForbidden, 10)
-	base := srv.Client().Transport.(*http.Transport).Clone()
-	base.Proxy = http.ProxyURL(proxy.url())
-	t.Cleanup(base.CloseIdleConnections)
-	tr := newTransport(t, noDelay, retryhttp.WithTransport(base))
+	tr := proxiedTransport(t, srv, proxy)
 
 	res, err := tr.RoundTrip(httptestRequest(t, http.MethodGet, srv.URL, nil))
 

@@ -68,26 +68,36 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 	}
 }
 
-func TestStreamedBodyReachesServerBeforeItEnds(t *testing.T) {
-	gotFirst := make(chan struct{})
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+// echoAfterFirst reads the first 5 bytes of the body, closes gotFirst,
+// then echoes the whole body once it ends.
+func echoAfterFirst(gotFirst chan struct{}) handlerFn {
+	return func(_ int64, w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 5)
 		_, _ = io.ReadFull(r.Body, buf)
 		close(gotFirst)
 		rest, _ := io.ReadAll(r.Body)
 		_, _ = w.Write(append(buf, rest...))
-	})
+	}
+}
+
+// writeAfterFirst writes "first", waits for the server to have read it
+// (gotFirst closed), then writes rest and ends the body.
+func writeAfterFirst(w *io.PipeWriter, gotFirst <-chan struct{}, rest string) {
+	_, _ = io.WriteString(w, "first")
+	<-gotFirst
+	_, _ = io.WriteString(w, rest)
+	w.Close()
+}
+
+func TestStreamedBodyReachesServerBeforeItEnds(t *testing.T) {
+	gotFirst := make(chan struct{})
+	srv := newCountingServer(t, echoAfterFirst(gotFirst))
 	tr := newTransport(t, noDelay)
 	body, w := newPipeBody()
 	req, err := http.NewRequest(http.MethodPost, srv.URL, body)
 	require.NoError(t, err)
 
-	go func() {
-		_, _ = io.WriteString(w, "first")
-		<-gotFirst // the server reads the first bytes while the body goes on
-		_, _ = io.WriteString(w, ", then the rest")
-		w.Close()
-	}()
+	go writeAfterFirst(w, gotFirst, ", then the rest")
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 
@@ -259,13 +269,7 @@ func TestReverseProxyStreamsUpload(t *testing.T) {
 	// httputil.ReverseProxy's outbound request has no GetBody: its body is
 	// the client's, read as it arrives.
 	gotFirst := make(chan struct{})
-	upstream := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-		buf := make([]byte, 5)
-		_, _ = io.ReadFull(r.Body, buf)
-		close(gotFirst)
-		rest, _ := io.ReadAll(r.Body)
-		_, _ = w.Write(append(buf, rest...))
-	})
+	upstream := newCountingServer(t, echoAfterFirst(gotFirst))
 	target, err := url.Parse(upstream.URL)
 	require.NoError(t, err)
 	proxy := httputil.NewSingleHostReverseProxy(target)
@@ -274,12 +278,7 @@ func TestReverseProxyStreamsUpload(t *testing.T) {
 	t.Cleanup(front.Close)
 
 	pr, pw := io.Pipe()
-	go func() {
-		_, _ = io.WriteString(pw, "first")
-		<-gotFirst // the upstream sees the first bytes before the rest is written
-		_, _ = io.WriteString(pw, " and the rest")
-		pw.Close()
-	}()
+	go writeAfterFirst(pw, gotFirst, " and the rest")
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	res, err := client.Post(front.URL, "text/plain", pr)
