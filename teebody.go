@@ -122,6 +122,7 @@ func (t *teeBody) keep(p []byte, err error) {
 	case t.n > t.limit:
 		t.over, t.buf = true, nil
 	default:
+		t.grow(len(p))
 		t.buf = append(t.buf, p...)
 	}
 	switch {
@@ -130,6 +131,21 @@ func (t *teeBody) keep(p []byte, err error) {
 	case err != nil:
 		t.err = fmt.Errorf("%w: %w", ErrBufferingBody, err)
 	}
+}
+
+// grow makes room in buf for n more bytes, which fit the limit: doubling
+// its capacity as append would, but never past the limit, so that the copy
+// of a body of exactly the limit costs the limit, not twice it. It requires
+// that t.mu is held.
+func (t *teeBody) grow(n int) {
+	need := len(t.buf) + n
+	if need <= cap(t.buf) {
+		return
+	}
+	c := int64(max(2*cap(t.buf), need, 512))
+	buf := make([]byte, len(t.buf), min(c, t.limit))
+	copy(buf, t.buf)
+	t.buf = buf
 }
 
 // teeReader is the body of one attempt: the copy, then the caller's body.

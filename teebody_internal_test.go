@@ -145,3 +145,15 @@ func TestTeeEmptyBodyReplays(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
+
+func TestTeeCopyNeverOutgrowsLimit(t *testing.T) {
+	const limit = 3000
+	data := bytes.Repeat([]byte("y"), limit)
+	tee := newTeeBody(&countClose{Reader: iotest.HalfReader(bytes.NewReader(data))}, limit)
+	r := tee.reader()
+	got, err := io.ReadAll(r)
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+	assert.Equal(t, data, tee.buf, "a body of exactly the limit is kept")
+	assert.LessOrEqual(t, cap(tee.buf), limit, "the copy's memory stays within the limit")
+}
