@@ -19,7 +19,8 @@ import (
 //
 // Each attempt reads through a teeReader of its own. Several may read at
 // once: net/http may go on reading (and then close) an attempt's body after
-// its RoundTrip returned, while the next attempt, or a hedge, reads. Only one
+// its RoundTrip returned, while the next attempt reads, and net/http's own
+// replays read through GetBody (getBody). Only one
 // of them reads the caller's body at a time; the others wait for that read
 // and take its bytes from the copy. The caller's body is closed once it is
 // read to its end, or once no reader is open and no attempt will follow
