@@ -1,10 +1,8 @@
 package retryhttp
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,10 +14,10 @@ import (
 type replayMode uint8
 
 const (
-	replayNoBody   replayMode = iota // no body: the request is sent as it is
-	replayGetBody                    // a fresh body from GetBody per retry
-	replayBuffered                   // a fresh reader over buffered bytes per attempt
-	replayOnce                       // sent once; the request is not retried
+	replayNoBody  replayMode = iota // no body: the request is sent as it is
+	replayGetBody                   // a fresh body from GetBody per retry
+	replayTee                       // streamed once, a copy kept for retries (teebody.go)
+	replayOnce                      // sent once; the request is not retried
 )
 
 // replay produces the request to send on each attempt, with a body reader of
@@ -30,10 +28,7 @@ const (
 type replay struct {
 	req  *http.Request
 	mode replayMode
-	buf  []byte    // replayBuffered: the whole body
-	once io.Reader // replayOnce of an overflowing body: buffered prefix + rest
-
-	getBody func() (io.ReadCloser, error) // replayBuffered: each attempt's GetBody
+	tee  *teeBody // replayTee: the caller's body and its copy
 
 	numbered bool // attempts after the first carry AttemptHeader
 
@@ -46,9 +41,9 @@ type replay struct {
 	asIs bool
 }
 
-// newReplay decides how req's body is replayed, buffering it if it has no
-// GetBody and might be retried. f holds the facts of req's headers, if
-// scanned. On error, req.Body has been closed.
+// newReplay decides how req's body is replayed, keeping a copy of it as it
+// is sent if it has no GetBody and might be retried. f holds the facts of
+// req's headers, if scanned. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
 	var r replay
 	err := r.init(req, s, f)
@@ -65,7 +60,7 @@ func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
 			return err
 		}
 	} // else replayNoBody
-	r.asIs = r.mode != replayBuffered && r.once == nil && !(r.numbered && r.number(1))
+	r.asIs = r.mode != replayTee && !(r.numbered && r.number(1))
 	return nil
 }
 
@@ -79,36 +74,37 @@ func (r *replay) choose(s *settings) error {
 	case s.bodyBufferLimit <= 0:
 		r.mode = replayOnce
 	default:
-		return r.buffer(s.bodyBufferLimit)
+		r.mode, r.tee = replayTee, newTeeBody(req.Body, s.bodyBufferLimit)
 	}
 	return nil
 }
 
-// buffer reads up to limit bytes of the body. A body that fits is closed and
-// replayed from memory; a larger one is streamed once, prefix then rest.
-func (r *replay) buffer(limit int64) error {
-	body := r.req.Body
-	buf, err := io.ReadAll(io.LimitReader(body, plusOne(limit)))
-	if err != nil {
-		body.Close()
-		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
+// replayable reports whether the request may be sent again now: its body,
+// if any, can be. A streamed body can be once an attempt has begun to read
+// it, until it outgrows the buffer limit: before its first attempt, it is
+// not known to be (and so it is not hedged: a hedge would need the bytes
+// the first attempt has yet to read).
+func (r *replay) replayable() bool {
+	switch r.mode {
+	case replayOnce:
+		return false
+	case replayTee:
+		return r.tee.started() && r.tee.replayable()
 	}
-	if int64(len(buf)) > limit {
-		r.mode = replayOnce
-		r.once = io.MultiReader(bytes.NewReader(buf), body)
-		return nil
-	}
-	if err := body.Close(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBufferingBody, err)
-	}
-	r.mode = replayBuffered
-	r.buf = buf
-	r.getBody = func() (io.ReadCloser, error) { return newBufBody(buf), nil }
-	return nil
+	return true
 }
 
-// replayable reports whether the request may be sent more than once.
-func (r *replay) replayable() bool { return r.mode != replayOnce }
+// mayReplay reports whether the request may be sent more than once at
+// all, as known before its first attempt: a streamed body may be.
+func (r *replay) mayReplay() bool { return r.mode != replayOnce }
+
+// finish says that no attempt will follow, so that a streamed body is
+// closed once the base transport no longer reads it.
+func (r *replay) finish() {
+	if r.tee != nil {
+		r.tee.finish()
+	}
+}
 
 // request returns the request for attempt n (1 for the first), with a
 // body of its own, numbered if the transport numbers attempts. A first
@@ -130,8 +126,10 @@ func (r *replay) request(n int) (*http.Request, error) {
 	a := &attemptReq{Request: *r.req}
 	if body != nil {
 		a.Body = body
-		if r.mode == replayBuffered {
-			a.GetBody = r.getBody
+		if r.mode == replayTee {
+			// net/http may replay the request by itself (after an
+			// HTTP/2 GOAWAY, say), from the copy too.
+			a.GetBody = r.tee.getBody
 		}
 	}
 	if numbered {
@@ -210,31 +208,10 @@ func (r *replay) body(n int) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("%w: %w", ErrSeekingBody, err)
 		}
 		return body, nil
-	case replayBuffered:
-		return newBufBody(r.buf), nil
-	case replayOnce:
-		if r.once != nil {
-			return readCloser{r.once, r.req.Body}, nil
-		}
+	case replayTee:
+		return r.tee.reader(), nil
 	}
 	return nil, nil
-}
-
-// bufBody is a body read from buffered bytes, closed by doing nothing.
-type bufBody struct{ bytes.Reader }
-
-func newBufBody(buf []byte) *bufBody {
-	b := &bufBody{}
-	b.Reset(buf)
-	return b
-}
-
-func (*bufBody) Close() error { return nil }
-
-// readCloser reads from one reader and closes another.
-type readCloser struct {
-	io.Reader
-	io.Closer
 }
 
 // maxDrain bounds how much of a discarded response body is read so that its
@@ -273,15 +250,6 @@ func discard(res *http.Response) {
 	// ContentLength of -1, unknown, is read so too.
 	_, _ = io.CopyN(io.Discard, res.Body, maxDrain+1)
 	closeOnce()
-}
-
-// plusOne returns n+1, or n if that would overflow: the bound of a read that
-// must tell "exactly n bytes" from "more than n".
-func plusOne(n int64) int64 {
-	if n == math.MaxInt64 {
-		return n
-	}
-	return n + 1
 }
 
 // closeBody closes the body of a request that will not be sent.

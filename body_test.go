@@ -155,8 +155,8 @@ func TestBodyReadErrorIsErrBufferingBody(t *testing.T) {
 	assert.Nil(t, res)
 	assert.ErrorIs(t, err, retryhttp.ErrBufferingBody)
 	assert.ErrorIs(t, err, errRead)
-	assert.True(t, body.closed.Load(), "the caller's body is closed")
-	assert.Zero(t, srv.attempts.Load(), "nothing was sent")
+	assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
+	assert.LessOrEqual(t, srv.attempts.Load(), int64(1), "not retried")
 }
 
 func TestGetBodyErrorIsErrSeekingBody(t *testing.T) {

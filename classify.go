@@ -85,9 +85,29 @@ func anyLeaf(err error, match func(error) bool) bool {
 }
 
 // isDialErr reports whether err comes from dialing: the connection was never
-// made, so the request was never written.
+// made, so the request was never written. A proxy's refusal to open a
+// tunnel to the server is one (isTunnelRefused).
 func isDialErr(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || hasDialOp(err)
+	return errors.Is(err, syscall.ECONNREFUSED) || hasDialOp(err) || isTunnelRefused(err)
+}
+
+// isTunnelRefused reports whether err is net/http's error for a proxy that
+// answered a CONNECT with 502, 503 or 504: it could not reach the server,
+// or would not try now, so the tunnel was never opened and the request
+// never left the client. net/http (Go 1.23 to 1.26 alike) returns the
+// reason phrase of the proxy's status line, and nothing else, as the
+// error: errors.New("Service Unavailable"). So the whole message of an
+// error that wraps no other is matched against the standard phrases of
+// those three codes; a proxy that words its refusal otherwise is not
+// recognised. Other refusals (403, 407) are not transient, and not matched.
+func isTunnelRefused(err error) bool {
+	return anyLeaf(err, func(e error) bool {
+		switch e.Error() {
+		case "Bad Gateway", "Service Unavailable", "Gateway Timeout":
+			return true
+		}
+		return false
+	})
 }
 
 // hasDialOp reports whether err wraps a *net.OpError whose Op is "dial", at
@@ -117,9 +137,19 @@ func isConnLost(err error) bool {
 		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, io.EOF) ||
-		isHTTP2StreamReset(err) ||
-		isHTTP2GoAway(err) ||
-		isServerClosedIdle(err)
+		isHTTP2StreamResetAs(err) ||
+		anyLeaf(err, func(e error) bool { return lostByMessage(e.Error()) })
+}
+
+// lostByMessage reports whether msg, the message of an error that wraps no
+// other, says that the connection or stream was lost before a response:
+// net/http's "server closed idle connection", an HTTP/2 GOAWAY, or an
+// HTTP/2 stream error of x/net (each below). One pass over the leaves
+// matches all three, so that each leaf's Error is called once.
+func lostByMessage(msg string) bool {
+	return msg == errServerClosedIdleText ||
+		strings.HasPrefix(msg, http2GoAwayPrefix) ||
+		strings.HasPrefix(msg, http2StreamErrorPrefix)
 }
 
 // errServerClosedIdleText is the message of net/http's error for a request
@@ -130,17 +160,18 @@ func isConnLost(err error) bool {
 // made with errors.New, so its exact message is all there is to match.
 const errServerClosedIdleText = "http: server closed idle connection"
 
-// isServerClosedIdle reports whether err, or an error it wraps, is net/http's
-// "server closed idle connection".
-func isServerClosedIdle(err error) bool {
-	return anyLeaf(err, func(e error) bool { return e.Error() == errServerClosedIdleText })
-}
-
-// http2StreamError has the fields of net/http's HTTP/2 stream error, an
-// unexported copy of golang.org/x/net/http2.StreamError. That error has an As
-// method which converts it into any struct with the same field names and
-// convertible field types, so errors.As matches it by type, without a
-// dependency on x/net.
+// HTTP/2 stream errors come from two stacks: net/http's bundled copy of
+// HTTP/2 and golang.org/x/net/http2, whose Transport a caller may set as the
+// base. net/http's error is an unexported copy of x/net's StreamError
+// (fields StreamID, Code, Cause) with an As method, which converts it into
+// any struct with the same field names and convertible field types:
+// errors.As matches it with http2StreamError below, without a dependency
+// on x/net. x/net's own StreamError has no such method, and no exported
+// method but Error (nor an Unwrap of its Cause): the core does not import
+// x/net, so its message, fixed by its Error method ("stream error: stream
+// ID 3; INTERNAL_ERROR; received from peer"), is all there is to match,
+// and only its fixed prefix is matched, at the start of the message of an
+// error that wraps no other. net/http's messages have the same form.
 type http2StreamError struct {
 	StreamID uint32
 	Code     uint32
@@ -149,11 +180,15 @@ type http2StreamError struct {
 
 func (e http2StreamError) Error() string { return "http2 stream error" }
 
-// isHTTP2StreamReset reports whether err is an HTTP/2 stream error: the
-// stream was reset (RST_STREAM) before a response arrived, while the request
-// may have been processed. (A REFUSED_STREAM, which proves it was not, is
-// retried by net/http itself.)
-func isHTTP2StreamReset(err error) bool {
+// http2StreamErrorPrefix begins the message of both stacks' stream errors.
+const http2StreamErrorPrefix = "stream error: stream ID "
+
+// isHTTP2StreamResetAs reports whether err is net/http's HTTP/2 stream
+// error, matched by errors.As: the stream was reset (RST_STREAM) before a
+// response arrived, while the request may have been processed. (A
+// REFUSED_STREAM, which proves it was not, is retried by both stacks
+// themselves.) x/net's is matched by its message (lostByMessage).
+func isHTTP2StreamResetAs(err error) bool {
 	var se http2StreamError
 	return errors.As(err, &se)
 }
@@ -164,13 +199,6 @@ func isHTTP2StreamReset(err error) bool {
 // same as that of golang.org/x/net/http2.GoAwayError. The type is unexported
 // and, unlike the stream error, has no As method: its message is all there is
 // to match, so only that fixed prefix is matched, at the start of the
-// message of an error that wraps no other.
+// message of an error that wraps no other. x/net's GoAwayError, exported,
+// has fields but no method to match on either.
 const http2GoAwayPrefix = "http2: server sent GOAWAY and closed the connection"
-
-// isHTTP2GoAway reports whether err, or an error it wraps, is the error of a
-// request in flight on a connection the server closed after a GOAWAY.
-func isHTTP2GoAway(err error) bool {
-	return anyLeaf(err, func(e error) bool {
-		return strings.HasPrefix(e.Error(), http2GoAwayPrefix)
-	})
-}

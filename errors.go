@@ -16,10 +16,21 @@ var (
 	// WithErrorOnGiveUp, a *GiveUpError wraps it too.
 	ErrRetriesExhausted = errors.New("retryhttp: retries exhausted")
 
-	// ErrBufferingBody wraps the error met while reading a request body that
-	// had no GetBody into memory so that it could be replayed. The request
-	// was not sent.
+	// ErrBufferingBody wraps the error met while reading a request body
+	// that has no GetBody, which the transport streams to the first
+	// attempt while keeping a copy for retries. The attempt that read it
+	// failed, possibly after part of the request was sent, and the request
+	// is not retried (StopError).
 	ErrBufferingBody = errors.New("retryhttp: error buffering request body")
+
+	// ErrBodyNotReplayable is joined with the last attempt's error when
+	// the transport would have retried the request but its body could not
+	// be sent again: the body has no GetBody and outgrew the body buffer
+	// limit (WithBodyBufferLimit), buffering is off, or
+	// WithPreventRetryWithBody is set. The request ended with
+	// StopBodyNotReplayable; a last response is returned as it is, with no
+	// error.
+	ErrBodyNotReplayable = errors.New("retryhttp: request body cannot be replayed")
 
 	// ErrSeekingBody wraps the error returned by a request's GetBody when a
 	// retry needed a fresh copy of the body. The retry was not sent.

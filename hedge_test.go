@@ -178,7 +178,8 @@ func TestHedgeBodyReplayedPerAttempt(t *testing.T) {
 		give func() io.Reader
 	}{
 		{name: "GetBody", give: func() io.Reader { return bytes.NewReader(data) }},
-		{name: "buffered, no GetBody", give: func() io.Reader { return struct{ io.Reader }{bytes.NewReader(data)} }},
+		// A body without GetBody is streamed, and not hedged: see
+		// TestHedgeUnreplayableBodyNotHedged.
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

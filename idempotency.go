@@ -167,7 +167,7 @@ func (s *settings) withIdempotencyKey(req *http.Request, idempotentMethod bool, 
 	if !s.idempotencyKeys || idempotentMethod || f.carriesKey(req.Header, s.idempotencyKeyHeader) {
 		return req, false, nil
 	}
-	key, err := newKey()
+	key, err := keyFor(req) // layers.go: an outer layer's call ID, or a fresh key
 	if err != nil {
 		return req, false, fmt.Errorf("retryhttp: generating an idempotency key: %w", err)
 	}

@@ -37,11 +37,13 @@ func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
 	if s.final(a.Res, a.Err) {
 		return StopSuccess
 	}
-	// 2. The request cannot be sent again (no retries configured, or a
-	// body that cannot be replayed), or the policy does not retry it. The
-	// policy is not asked about a request that cannot be sent again.
-	if s.maxRetries == 0 || !replayable || !s.shouldRetry(a) {
+	// 2. No retries configured, or the policy does not retry the outcome;
+	// or it would, but the request's body cannot be sent again.
+	if s.maxRetries == 0 || !s.shouldRetry(a) {
 		return settled(a.Req, a.Res, a.Err)
+	}
+	if !replayable {
+		return StopBodyNotReplayable // a retry was wanted, but the body cannot be sent again
 	}
 	// 3. Worth another attempt, but out of retries.
 	if sent > s.maxRetries {
@@ -60,8 +62,9 @@ func (s *settings) final(res *http.Response, err error) bool {
 
 // markGiveUp returns err, the error of the last attempt of a request given
 // up on for why after attempts attempts, joined with the sentinel of why:
-// ErrRetriesExhausted (a nil err stays nil: the last response is returned
-// as it is), ErrRetryBudgetExhausted or ErrCircuitOpen. For any other
+// ErrRetriesExhausted or ErrBodyNotReplayable (a nil err stays nil: the
+// last response is returned as it is), ErrRetryBudgetExhausted or
+// ErrCircuitOpen. For any other
 // reason it returns err as it is.
 func markGiveUp(why StopReason, attempts int, err error) error {
 	switch why {
@@ -73,6 +76,10 @@ func markGiveUp(why StopReason, attempts int, err error) error {
 		return errBudgetRefused(err)
 	case StopCircuitOpen:
 		return errCircuitRefused(err)
+	case StopBodyNotReplayable:
+		if err != nil {
+			return joinErr(ErrBodyNotReplayable, err)
+		}
 	}
 	return err
 }

@@ -27,7 +27,8 @@ func TestJudge(t *testing.T) {
 		{"404 not retried", s, Attempt{Req: get, Res: res(404)}, true, 1, StopNotRetryable},
 		{"503 worth another", s, Attempt{Req: get, Res: res(503)}, true, 1, 0},
 		{"503 on the last retry", s, Attempt{Req: get, Res: res(503)}, true, 3, StopRetriesExhausted},
-		{"503 not replayable", s, Attempt{Req: get, Res: res(503)}, false, 1, StopNotRetryable},
+		{"503 not replayable", s, Attempt{Req: get, Res: res(503)}, false, 1, StopBodyNotReplayable},
+		{"404 not replayable: not retried anyway", s, Attempt{Req: get, Res: res(404)}, false, 1, StopNotRetryable},
 		{"retries off: policy not asked", off, Attempt{Req: get, Res: res(503)}, true, 1, StopNotRetryable},
 		{"reset worth another", s, Attempt{Req: get, Err: syscall.ECONNRESET}, true, 2, 0},
 	}

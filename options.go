@@ -147,12 +147,15 @@ func WithMaxDelay(maxDelay time.Duration) Option {
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body without GetBody
-// are kept in memory so that the request can be retried. A body larger than
-// this is streamed once, unchanged, and its request is not retried; zero or
-// negative means such bodies are never buffered (and never retried). The
-// default is 1 MiB. Bodies with GetBody (those of http.NewRequest with a
-// *bytes.Buffer, *bytes.Reader or *strings.Reader) are never buffered: each
-// retry gets a fresh copy from GetBody.
+// are kept in memory so that the request can be retried. Such a body is
+// streamed to the first attempt as it comes, as net/http would send it, and
+// the bytes read are copied on the way; a retry sends the copy, then the
+// rest. Once a body outgrows the limit, its copy is dropped and its request
+// is not retried (ErrBodyNotReplayable); zero or negative means such bodies
+// are never copied (and never retried). The default is 1 MiB. Bodies with
+// GetBody (those of http.NewRequest with a *bytes.Buffer, *bytes.Reader or
+// *strings.Reader) are never copied: each retry gets a fresh copy from
+// GetBody.
 func WithBodyBufferLimit(limit int64) Option {
 	limit = max(limit, 0)
 	return option(func(s *settings) { s.bodyBufferLimit = limit })

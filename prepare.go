@@ -43,10 +43,14 @@ func (t *Transport) attemptRequest(body *replay, n int) (*http.Request, error) {
 		return body.req, nil // the request itself, as replay.request would say
 	}
 	req, err := body.request(n)
-	if err != nil || n == 1 || t.prepareRetry == nil {
+	if err != nil || n == 1 || t.prepareRetry == nil && t.cookieJar == nil {
 		return req, err
 	}
 	c := req.Clone(req.Context())
+	t.addJarCookies(c) // cookies.go
+	if t.prepareRetry == nil {
+		return c, nil
+	}
 	if err := t.prepareRetry(c); err != nil {
 		closeBody(req)
 		if c.Body != req.Body {

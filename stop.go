@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"errors"
 	"net/http"
 	"time"
 )
@@ -16,8 +17,7 @@ const (
 	StopSuccess StopReason = iota + 1
 
 	// StopNotRetryable: the last attempt failed in a way the ShouldRetryFn
-	// does not retry, or the request could not be sent again (retries off,
-	// or a body that cannot be replayed).
+	// does not retry, or retries are off (WithMaxRetries(0)).
 	StopNotRetryable
 
 	// StopRetriesExhausted: the last attempt was retryable, but the retry
@@ -45,10 +45,20 @@ const (
 	// deadline.
 	StopCanceled
 
-	// StopError: the transport could not prepare an attempt: the request
-	// body could not be buffered or replayed, no idempotency key could
-	// be made, or the PrepareRetry hook failed (WithPrepareRetry).
+	// StopError: the transport could not prepare an attempt (a body
+	// could not be replayed by its GetBody, no idempotency key could be
+	// made, or the PrepareRetry hook failed: WithPrepareRetry), or the
+	// caller's request body failed while an attempt read it
+	// (ErrBufferingBody).
 	StopError
+
+	// StopBodyNotReplayable: the ShouldRetryFn would have retried the last
+	// attempt, but the request's body could not be sent again: it has no
+	// GetBody and outgrew the body buffer limit or failed while being
+	// read, buffering is off (WithBodyBufferLimit(0)), or
+	// WithPreventRetryWithBody is set. An error is joined with
+	// ErrBodyNotReplayable.
+	StopBodyNotReplayable
 )
 
 var stopReasonNames = [...]string{
@@ -61,6 +71,8 @@ var stopReasonNames = [...]string{
 	StopDeadline:         "deadline too close",
 	StopCanceled:         "canceled",
 	StopError:            "error",
+
+	StopBodyNotReplayable: "body not replayable",
 }
 
 // String returns the reason in words, such as "retries exhausted".
@@ -97,6 +109,8 @@ func settled(req *http.Request, res *http.Response, err error) StopReason {
 		return StopSuccess
 	case callerGone(req):
 		return StopCanceled
+	case err != nil && errors.Is(err, ErrBufferingBody):
+		return StopError // the caller's body failed, not the attempt
 	}
 	return StopNotRetryable
 }

@@ -78,6 +78,7 @@ type Transport struct {
 	destinations *Destinations             // WithDestinations; nil: none
 	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
 	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
+	cookieJar    http.CookieJar            // WithCookieJar (cookies.go); nil: none
 
 	deadlineHeader bool // WithDeadlineHeader (deadline.go)
 
@@ -148,6 +149,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var own settings // if a policy or overrides apply: a patched copy
 		s = t.settings(req, &own)
 	}
+	var layered settings
+	s = s.layered(req, &layered) // layers.go: an outer layer's retry is not retried here
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
@@ -181,13 +184,14 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	if err := body.init(req, s, &facts); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
+	defer body.finish() // a streamed body is closed once no attempt reads it
 	if d, ok := t.hedging(ctx, req, s, idem, &body); ok {
 		return t.roundTripHedged(ctx, caller, *s, d, body, idem)
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
 	// replay them (idempotency.go).
-	watch := watchable && body.replayable() && !idem.guessed
+	watch := watchable && body.mayReplay() && !idem.guessed
 	var w *writeWatch
 	if watch {
 		body.req, w = watchWrites(body.req, idem.injected)

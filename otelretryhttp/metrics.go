@@ -255,15 +255,16 @@ func failed(a *retryhttp.Attempt) bool {
 
 // outcomes are the values of OutcomeKey, by StopReason.
 var outcomes = map[retryhttp.StopReason]string{
-	retryhttp.StopSuccess:          "success",
-	retryhttp.StopNotRetryable:     "not_retryable",
-	retryhttp.StopRetriesExhausted: "retries_exhausted",
-	retryhttp.StopBudgetRefused:    "budget_refused",
-	retryhttp.StopCircuitOpen:      "circuit_open",
-	retryhttp.StopDelayTooLong:     "delay_too_long",
-	retryhttp.StopDeadline:         "deadline_too_close",
-	retryhttp.StopCanceled:         "canceled",
-	retryhttp.StopError:            "error",
+	retryhttp.StopSuccess:           "success",
+	retryhttp.StopNotRetryable:      "not_retryable",
+	retryhttp.StopRetriesExhausted:  "retries_exhausted",
+	retryhttp.StopBudgetRefused:     "budget_refused",
+	retryhttp.StopCircuitOpen:       "circuit_open",
+	retryhttp.StopDelayTooLong:      "delay_too_long",
+	retryhttp.StopDeadline:          "deadline_too_close",
+	retryhttp.StopCanceled:          "canceled",
+	retryhttp.StopError:             "error",
+	retryhttp.StopBodyNotReplayable: "body_not_replayable",
 }
 
 func outcome(r retryhttp.StopReason) string {
