@@ -20,6 +20,8 @@
 //     second, time to recovery).
 //   - flaky: a host failing 30% of requests at random, whatever its load;
 //     what each policy spends in retries, and what it gets.
+//   - replica: one bad replica of three behind a round robin, failing fast:
+//     a third of the attempts fail, whatever the load.
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
@@ -30,7 +32,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -49,7 +51,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky"}
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "replica"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -139,6 +141,7 @@ type results struct {
 	shed     *shedResult
 	meta     *metaResult
 	flaky    *flakyResult
+	replica  *flakyResult
 	report   string // path of index.html
 }
 
@@ -210,6 +213,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.flaky = &r
 		add(flakySection(r, cfg))
+	}
+	if want("replica") {
+		r, err := runReplica(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("replica: %w", err)
+		}
+		res.replica = &r
+		add(replicaSection(r, cfg))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
