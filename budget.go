@@ -260,19 +260,24 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOu
 			return // a host of many, with a full bucket: nothing to record
 		}
 	}
+	at := o.at
+	if !o.atKnown {
+		at = b.clock()
+	}
 	if ok {
 		h.deposit(b.ratio)
 		if o.refund {
 			h.deposit(tokenScale)
 		}
+		if l != nil && l.owed > 0 && !h.queued(at, o.latency, o.timeout) {
+			// The request's retries paid: their tokens go back.
+			h.deposit(int64(l.owed) * tokenScale)
+			l.owed = 0
+		}
 	}
 	if o.neutral || res == nil && req.Context().Err() != nil {
 		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
 		return
-	}
-	at := o.at
-	if !o.atKnown {
-		at = b.clock()
 	}
 	h.stats.record(at, ok, o.first, o.latency)
 	switch {

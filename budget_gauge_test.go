@@ -73,6 +73,7 @@ func TestBudgetHostsParked(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Minute})
 	c := newClient(t, retryhttp.WithRetryBudget(b))
 	assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/ok"))
+	retryhttp.BudgetOutage(b, srv.URL) // a host that answered parks only in an outage
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

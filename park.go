@@ -31,16 +31,16 @@ const maxParkedBody = 4 << 10
 // far. It returns the retry's lease, or why to stop and the error to
 // return with a's response: the response is returned as it is, or the
 // error joined with the sentinel of the reason.
-func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, waited *time.Duration) (lease, StopReason, error) {
+func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, acct *retryAccount) (lease, StopReason, error) {
 	b := s.budget
 	if b == nil {
 		return t.proceed(ctx, b, lease{}, a, s.maxRetries, d, d)
 	}
 	h := b.hosts.getOrCreate(keyOf(a.Req))
 	if h.withdraw() {
-		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, d)
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
 	}
-	until, ok := t.parkable(ctx, s, h, a, d, *waited)
+	until, ok := t.parkable(ctx, s, h, a, d, acct.waited)
 	if !ok {
 		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
@@ -52,19 +52,47 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 		return lease{}, StopCanceled, err
 	}
 	if h.withdraw() { // successes may have refilled the bucket meanwhile
-		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, 0)
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
 	}
 	start := t.clock().Now()
 	l, why := t.park(ctx, b, h, a, until)
-	*waited += t.clock().Now().Sub(start)
-	switch why {
-	case 0:
+	acct.waited += t.clock().Now().Sub(start)
+	switch {
+	case why == 0 && !l.held: // released with a token
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
+	case why == 0:
 		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
-	case StopCanceled:
+	case why == StopCanceled:
 		discard(a.Res)
 		return lease{}, why, ctx.Err()
 	}
 	return lease{}, why, markGiveUp(why, a.Count, a.Err) // budget refused, circuit open
+}
+
+// retryAccount is what one request has spent of its destination's budget
+// so far: its time parked, over all its retries, and the tokens its retries
+// took after failures that did not ask the client to back off, which a
+// success gives back (settle).
+type retryAccount struct {
+	waited time.Duration
+	owed   int
+}
+
+// owe records that the retry of a took a token of h, and returns the
+// retry's lease, which carries the tokens the request owes. They go back
+// to the bucket if the retry succeeds without queueing at the host
+// (settle). A token is not owed back when a's response asked the client to
+// back off (429, or Retry-After): a server that says so is short of room,
+// and retrying it is not free whatever it answers next. A success of a
+// (settled already: a policy may retry some of them) cleared the debt.
+func (acct *retryAccount) owe(h *hostState, a Attempt) lease {
+	if success(a.Res) {
+		acct.owed = 0
+	}
+	if a.Res == nil || a.Res.StatusCode != http.StatusTooManyRequests && a.Res.Header.Get("Retry-After") == "" {
+		acct.owed++
+	}
+	return lease{host: h, owed: acct.owed}
 }
 
 // proceed reports the retry of a after delay d, lets go of its response
@@ -86,7 +114,7 @@ func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Atte
 // kept (its body read into memory).
 func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a Attempt, d, waited time.Duration) (time.Time, bool) {
 	b := s.budget
-	if b.noParking || b.clock()-h.stats.lastOK.Load() > int64(b.maxWait) {
+	if b.noParking || !h.inOutage(b.clock(), b.maxWait) {
 		return time.Time{}, false
 	}
 	now := t.clock().Now()
@@ -156,7 +184,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		switch state {
 		case waitReleased:
 			t.obs.reportPark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: c.Now().Sub(start)}, h)
-			return lease{host: h, seq: w.seq, held: true}, 0
+			return lease{host: h, seq: w.seq, held: w.seq != 0}, 0
 		case waitFailed:
 			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
@@ -202,7 +230,7 @@ func (t *Transport) leave(b *RetryBudget, h *hostState, w *waiter) (lease, bool)
 	if w.state == waitParked {
 		h.step(b, b.clock(), input{ev: evLeave, w: w})
 	}
-	return lease{host: h, seq: w.seq, held: true}, w.state == waitReleased
+	return lease{host: h, seq: w.seq, held: w.seq != 0}, w.state == waitReleased
 }
 
 // waitState is where a parked retry stands.
@@ -220,7 +248,7 @@ const (
 type waiter struct {
 	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
 	state      waitState
-	seq        uint64 // the slot's number, once released
+	seq        uint64 // the slot's number, once released; 0: released with a token
 	owner      any    // the circuit breakers of its Transport (evFail)
 	prev, next *waiter
 }
