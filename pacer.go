@@ -101,9 +101,9 @@ type hostStats struct {
 }
 
 type statsSlot struct {
-	epoch              atomic.Int64 // which statSlot of the clock the counts are for
-	ok, fail           atomic.Int64 // first attempts
-	minLat             atomic.Int64 // nanoseconds; 0: no success measured
+	epoch    atomic.Int64 // which statSlot of the clock the counts are for
+	ok, fail atomic.Int64 // first attempts
+	minLat   atomic.Int64 // nanoseconds; 0: no success measured
 }
 
 // record counts an attempt's outcome at time at.

@@ -188,9 +188,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	if watch {
 		body.req, w = watchWrites(body.req, idem.injected)
 	}
-	var l lease              // the retry's claim on the destination's budget
-	var acct retryAccount    // what the request spent of the budget (park.go)
-	refundable := false      // this attempt retries a lost connection
+	var l lease           // the retry's claim on the destination's budget
+	var acct retryAccount // what the request spent of the budget (park.go)
+	refundable := false   // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own (for a retry, as the
 		// PrepareRetry hook rewrote it: prepare.go). A success refills
