@@ -100,3 +100,21 @@ func TestTransportRetryBudget(t *testing.T) {
 	assert.Same(t, b, retryhttp.New(retryhttp.WithRetryBudget(b)).RetryBudget())
 	assert.Nil(t, retryhttp.New(retryhttp.WithRetryBudget(nil)).RetryBudget(), "turned off")
 }
+
+// TestBudgetHostsAllocatesOneStringPerHost: Hosts allocates the
+// destination's string and nothing else, for a host on its scheme's
+// default port (whose port Destination spells out) as for any other.
+func TestBudgetHostsAllocatesOneStringPerHost(t *testing.T) {
+	for _, url := range []string{"http://example.test/", "http://example.test:8080/", "https://example.test/"} {
+		b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+		retryhttp.BudgetWithdraw(b, url) // a withdrawal makes the host's state
+		n := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			for range b.Hosts() {
+				n++
+			}
+		})
+		assert.Equal(t, 1.0, allocs, url)
+		assert.Positive(t, n, url)
+	}
+}
