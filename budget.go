@@ -276,7 +276,12 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOu
 	if !o.atKnown {
 		at = b.clock()
 	}
-	if ok {
+	switch {
+	case !ok && o.first && res != nil && h.stats.streak.Load() < outageStreak:
+		// A failure the host answered, outside an outage: retries are a
+		// share of the requests it answers, not only of its successes.
+		h.deposit(b.ratio)
+	case ok:
 		h.deposit(b.ratio)
 		if o.refund {
 			h.deposit(tokenScale)

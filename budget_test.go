@@ -279,7 +279,9 @@ func TestBudgetSteadyState(t *testing.T) {
 		atMost     float64
 	}{
 		{"retries that pay", "", 0.9 * unbudgeted, unbudgeted * 1.1},
-		{"Retry-After", "1", 0.05, retryhttp.DefaultRetryBudgetRatio + float64(retryhttp.DefaultRetryBudgetCapacity)/requests},
+		// Ratio per request the host answers (every first attempt, and the
+		// successful retries), and the bucket's starting tokens.
+		{"Retry-After", "1", 0.05, retryhttp.DefaultRetryBudgetRatio*(1+failure) + float64(retryhttp.DefaultRetryBudgetCapacity)/requests},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -194,3 +194,6 @@ func RedactURLsIn(msg string) string { return redactURLsIn(msg) }
 func BudgetOutage(b *RetryBudget, rawURL string) {
 	b.hosts.getOrCreate(keyOf(mustRequest(rawURL))).stats.streak.Store(outageStreak)
 }
+
+// OutageStreak is the number of failures in a row that make an outage.
+const OutageStreak = outageStreak

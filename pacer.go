@@ -18,7 +18,7 @@ const (
 	probeQuiet     = 250 * time.Millisecond // with fewer samples: a lone probe after this long without news
 	pollInterval   = statSlot               // how often the first parked retry looks at the gate
 	initialWindow  = 4                      // parked retries in flight at first, and after idleReset
-	minWindowCap   = 10                     // the window's cap is at least this
+	minWindowCap   = 20                     // the window's cap is at least this
 	capFactor      = 2                      // cap: capFactor × rate × lowest latency
 	idleReset      = 2 * time.Second        // a window unused this long starts slow again
 	minLatHold     = 10 * time.Second       // the lowest latency is kept this long unless seen again
@@ -285,11 +285,11 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	case evPoke:
 	}
 	// Release, first come first served, while the gate is open and the
-	// rate allows one (or none is in flight): with a slot of the window if
+	// pace allows one: with a slot of the window if
 	// it has room, else with a token of the bucket if successes refilled it.
 	if p.queue.n > 0 {
 		limit := h.accrue(at)
-		for p.queue.n > 0 && (p.credit >= 1 || p.inFlight == 0) && h.gate(at) {
+		for p.queue.n > 0 && p.credit >= 1 && h.gate(at) {
 			w := p.queue.head
 			switch {
 			case float64(p.inFlight) < limit:
@@ -302,7 +302,7 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 			if limit < 0 {
 				break
 			}
-			p.credit = max(p.credit-1, 0)
+			p.credit--
 			p.queue.pop()
 			w.state = waitReleased
 			w.ring()
@@ -346,7 +346,7 @@ func (p *pacer) grow(limit float64) {
 }
 
 // accrue brings the credit of releases up to date, at releaseShare of the
-// host's rate of first attempts, and returns the most parked retries the
+// host's rate of first attempts (at least one per probeQuiet), and returns the most parked retries the
 // window lets be in flight now. The credit is held to the window, so that
 // a gate closed for long does not let a wave through when it opens.
 // Requires h.mu.
@@ -354,7 +354,8 @@ func (h *hostState) accrue(at int64) float64 {
 	limit, rate := h.windowCap(at)
 	p := &h.p
 	if at > p.creditAt {
-		p.credit += releaseShare * rate * time.Duration(at-p.creditAt).Seconds()
+		// At least a probe's pace, for a host without traffic.
+		p.credit += max(releaseShare*rate, 1/probeQuiet.Seconds()) * time.Duration(at-p.creditAt).Seconds()
 		p.creditAt = at
 	}
 	limit = min(p.window, limit)
@@ -422,6 +423,23 @@ func (h *hostState) gate(at int64) bool {
 // counting as one. Retries without a token are parked only then.
 func (h *hostState) inOutage(at int64, maxWait time.Duration) bool {
 	return h.stats.streak.Load() >= outageStreak && at-h.stats.lastOK.Load() <= int64(maxWait)
+}
+
+// parks reports whether a retry without a token parks on the host: in an
+// outage (inOutage), and in the recovery from one, while the retries
+// parked in the outage are being released (the gate is open), so that a
+// retry that fails in the drain waits behind them rather than be refused.
+// It takes h.mu in the recovery.
+func (h *hostState) parks(at int64, maxWait time.Duration) bool {
+	switch {
+	case h.inOutage(at, maxWait):
+		return true
+	case h.waiting.Load() == 0 || at-h.stats.lastOK.Load() > int64(maxWait):
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gate(at)
 }
 
 // below reports whether fail failures of n attempts are below

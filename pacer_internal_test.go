@@ -132,7 +132,7 @@ func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 
 func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 	f := newPacerFixture(t)
-	// 400 first attempts per second at 10ms at best, for 200ms: cap max(10, 2·100·0.01) = 10.
+	// 400 first attempts per second at 10ms at best, for 200ms: cap max(20, 2·100·0.01) = 20.
 	f.firsts(80, 0, 200*time.Millisecond, 10*time.Millisecond)
 	ws := f.park(100)
 	f.step(input{ev: evPoke})
@@ -156,24 +156,24 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 		settle(outOK)
 	}
 	// Up to the cap.
-	for range 20 {
+	for range 30 {
 		settle(outOK)
 	}
-	require.InDelta(t, 10, window(), 1e-9, "capped at max(10, 2 × rate × latency)")
+	require.InDelta(t, minWindowCap, window(), 1e-9, "capped at max(20, 2 × rate × latency)")
 	_, inFlight, _ := f.pacing()
-	require.Equal(t, 10, inFlight)
+	require.Equal(t, minWindowCap, inFlight)
 	// A failure halves it; the others of the same round do not.
 	settle(outFailed)
-	require.InDelta(t, 5, window(), 1e-9)
+	require.InDelta(t, 10, window(), 1e-9)
 	for range 4 {
 		settle(outFailed)
 	}
-	assert.InDelta(t, 5, window(), 1e-9, "halved once per round")
+	assert.InDelta(t, 10, window(), 1e-9, "halved once per round")
 	// Past the threshold, linear: +1 per window's worth of successes.
-	for range 5 {
+	for range 10 {
 		settle(outOK)
 	}
-	assert.InDelta(t, 6, window(), 0.1)
+	assert.InDelta(t, 11, window(), 0.1)
 	// A neutral outcome (cancelled) frees the slot and changes nothing.
 	before := window()
 	settle(outNeutral)

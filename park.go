@@ -36,12 +36,17 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	if b == nil {
 		return t.proceed(ctx, b, lease{}, a, s.maxRetries, d, d)
 	}
+	// While retries are parked on the host, a retry queues behind them
+	// even with a token: they leave in turn, at the host's pace.
 	h := b.hosts.getOrCreate(keyOf(a.Req))
-	if h.withdraw() {
+	if h.waiting.Load() == 0 && h.withdraw() {
 		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
 	}
 	until, ok := t.parkable(ctx, s, h, a, d, acct.waited)
-	if !ok {
+	switch {
+	case !ok && h.withdraw():
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
+	case !ok:
 		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	if t.breakers.isOpen(a.Req) {
@@ -51,7 +56,7 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 		discard(a.Res)
 		return lease{}, StopCanceled, err
 	}
-	if h.withdraw() { // successes may have refilled the bucket meanwhile
+	if h.waiting.Load() == 0 && h.withdraw() { // successes may have refilled the bucket meanwhile
 		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
 	}
 	start := t.clock().Now()
@@ -114,7 +119,7 @@ func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Atte
 // kept (its body read into memory).
 func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a Attempt, d, waited time.Duration) (time.Time, bool) {
 	b := s.budget
-	if b.noParking || !h.inOutage(b.clock(), b.maxWait) {
+	if b.noParking || !h.parks(b.clock(), b.maxWait) {
 		return time.Time{}, false
 	}
 	now := t.clock().Now()
