@@ -480,19 +480,26 @@ func TestQueueServerSheds(t *testing.T) {
 	}
 }
 
-func TestFlaky(t *testing.T) {
-	res := runTiny(t, "flaky", 40)
-	require.NotNil(t, res.flaky)
-	require.Len(t, res.flaky.rows, len(metastablePolicies()))
+// flakyRows runs a flaky-like scenario (flaky, replica) at 40 clients and
+// returns its rows by policy, each checked for what every row must show:
+// 40 requests (500ms / 500ms each), with at most 3 retries each.
+func flakyRows(t *testing.T, scenario string, r func(results) *flakyResult) map[string]flakyRow {
+	res := r(runTiny(t, scenario, 40))
+	require.NotNil(t, res)
+	require.Len(t, res.rows, len(metastablePolicies()))
 	rows := map[string]flakyRow{}
-	for _, row := range res.flaky.rows {
+	for _, row := range res.rows {
 		name := row.policy.name
 		rows[name] = row
-		assert.Equal(t, 40*1, row.sum.requests, name) // 500ms / 500ms each
-		// At most 3 retries per request: 4 attempts.
+		assert.Equal(t, 40*1, row.sum.requests, name)
 		assert.GreaterOrEqual(t, row.attempts, int64(row.sum.requests), name)
 		assert.LessOrEqual(t, row.attempts, int64(4*row.sum.requests), name)
 	}
+	return rows
+}
+
+func TestFlaky(t *testing.T) {
+	rows := flakyRows(t, "flaky", func(r results) *flakyResult { return r.flaky })
 	none, full := rows[noRetriesPolicy().name], rows[fullJitterPolicy().name]
 	assert.Equal(t, int64(none.sum.requests), none.attempts)
 	assert.InDelta(t, 0.7, none.sum.success, 0.25) // 40 draws of 70%
@@ -508,14 +515,7 @@ func TestFlaky(t *testing.T) {
 }
 
 func TestReplica(t *testing.T) {
-	res := runTiny(t, "replica", 40)
-	require.NotNil(t, res.replica)
-	require.Len(t, res.replica.rows, len(metastablePolicies()))
-	rows := map[string]flakyRow{}
-	for _, row := range res.replica.rows {
-		rows[row.policy.name] = row
-		assert.Equal(t, 40, row.sum.requests, row.policy.name) // 500ms / 500ms each
-	}
+	rows := flakyRows(t, "replica", func(r results) *flakyResult { return r.replica })
 	// A third of the attempts fail, in turn: without retries, a third of
 	// the requests (one of every three, give or take the order in which
 	// they arrive).
