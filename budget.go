@@ -61,7 +61,8 @@ type RetryBudgetOptions struct {
 
 	// MaxWait bounds the time one request spends parked, over all its
 	// retries; and a host that has had no successful attempt for that long
-	// refuses parking at once. The default is DefaultMaxParkedWait, 2s.
+	// (the first sight of a host counts as one) refuses parking at once.
+	// The default is DefaultMaxParkedWait, 2s.
 	MaxWait time.Duration
 
 	// MaxParked bounds the retries parked on one host at once; past it, a
@@ -72,28 +73,38 @@ type RetryBudgetOptions struct {
 
 // RetryBudget decides which retries are sent to each destination host, so
 // that a failing backend sees about as many requests as its callers make,
-// not four times as many, while a short outage is ridden out: a retry
-// refused during the outage waits for the host to answer again.
+// not four times as many, while the retries that succeed are let through.
+// Its rule: limit the retries that fail, not the retries that succeed.
 //
 // It keeps a state per host (scheme, host name and port) with two parts:
 //
-//   - A token bucket, the classic retry budget: it starts full with Capacity
-//     tokens; a retry is sent at once (after its delay) if it can withdraw
-//     one token; a successful attempt deposits Ratio tokens, up to
-//     Capacity. Isolated failures are retried at once this way.
-//   - Parking, for the retries that find no token: such a retry waits,
-//     inside the caller's RoundTrip, first for its own delay, then in a
-//     first-come first-served queue, until the host's window lets it go.
-//     The window is the number of parked retries the host may have in
-//     flight: it starts at one, grows by one per successful retry up to a
-//     threshold, then by one per round, is halved when a retry fails (at
-//     most once per round), and is capped at max(10, 2 × the host's rate of
-//     first attempts × its lowest latency). No parked retry is released
-//     while 20% or more of the host's recent first attempts fail. A parked
-//     retry gives up, ending as a refused one does, at the caller's
-//     deadline less one attempt timeout, after MaxWait in all, when the
-//     host has had no success for MaxWait, or when MaxParked retries are
-//     already waiting.
+//   - A token bucket: it starts full with Capacity tokens; a retry is sent
+//     at once (after its delay) if it can withdraw one token; a successful
+//     attempt deposits Ratio tokens, up to Capacity. When a request's retry
+//     succeeds without queueing at the host (a latency within 4× the
+//     host's lowest, or 20ms more, or half the attempt timeout), the
+//     tokens its retries took go back to the bucket, unless
+//     the failures they retried asked the client to back off (429 or
+//     Retry-After). So retries that pay are free, and only the retries of
+//     requests that fail in the end, or of a host short of room, spend the
+//     bucket.
+//   - Parking, for a retry that finds no token while the host is in an
+//     outage (its latest 10 attempts failed, or none succeeded since the
+//     budget first saw it): it waits, inside the caller's RoundTrip, first
+//     for its own delay, then in a first-come first-served queue, until the
+//     host answers again. Parked retries are then released at most at 1.5
+//     per first attempt the host receives (one at a time when none is in
+//     flight, whatever the rate), with a slot of a window (the
+//     parked retries in flight: it starts at 4, grows by one per successful
+//     retry up to a threshold, then by one per round, is halved when a
+//     retry fails or queued, at most once per round, and is capped at
+//     max(10, 2 × the host's rate of first attempts × its lowest latency))
+//     or with a token; none while 20% or more of the host's recent first
+//     attempts fail. A parked retry gives up, ending as a refused one does,
+//     at the caller's deadline less one attempt timeout, after MaxWait in
+//     all, when the host has had no success for MaxWait, or when MaxParked
+//     retries are already waiting. Outside an outage, a retry without a
+//     token is refused at once: it would wait for nothing.
 //
 // An attempt is successful when it brings a response with a status below
 // 500 other than 429, and, for a 4xx status, without a Retry-After header: a
@@ -101,12 +112,13 @@ type RetryBudgetOptions struct {
 // be left alone. Errors and other responses deposit nothing.
 //
 // So a dead backend gets Capacity retries and then none (its parked retries
-// wait for a success that does not come); sustained failures of a fifth of
-// the requests or more get about Ratio retries per success; a blip shorter
-// than MaxWait gets its retries after it, at the pace the recovering host
-// sustains. The price is waiting: during an outage, a failed request waits
-// up to MaxWait before it fails, instead of failing at once. docs/storms.md
-// gives the arithmetic.
+// wait for a success that does not come); a host failing a share of its
+// requests at random gets the retries that succeed, as without a budget,
+// and its failed ones at about Ratio per success; a blip shorter than
+// MaxWait gets its retries after it, at the pace of the host's own traffic.
+// The price is waiting, in an outage only: a failed request waits up to
+// MaxWait before it fails, instead of failing at once. docs/storms.md gives
+// the arithmetic.
 //
 // Transports without WithRetryBudget share one budget with the defaults,
 // for the whole process, as http.DefaultTransport shares connections: a
@@ -260,19 +272,29 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOu
 			return // a host of many, with a full bucket: nothing to record
 		}
 	}
-	if ok {
+	at := o.at
+	if !o.atKnown {
+		at = b.clock()
+	}
+	switch {
+	case !ok && o.first && res != nil && h.stats.streak.Load() < outageStreak:
+		// A failure the host answered, outside an outage: retries are a
+		// share of the requests it answers, not only of its successes.
+		h.deposit(b.ratio)
+	case ok:
 		h.deposit(b.ratio)
 		if o.refund {
 			h.deposit(tokenScale)
+		}
+		if l != nil && l.owed > 0 && !h.queued(at, o.latency, o.timeout) {
+			// The request's retries paid: their tokens go back.
+			h.deposit(int64(l.owed) * tokenScale)
+			l.owed = 0
 		}
 	}
 	if o.neutral || res == nil && req.Context().Err() != nil {
 		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
 		return
-	}
-	at := o.at
-	if !o.atKnown {
-		at = b.clock()
 	}
 	h.stats.record(at, ok, o.first, o.latency)
 	switch {

@@ -73,6 +73,7 @@ func TestBudgetHostsParked(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Minute})
 	c := newClient(t, retryhttp.WithRetryBudget(b))
 	assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/ok"))
+	retryhttp.BudgetOutage(b, srv.URL) // a host that answered parks only in an outage
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -98,4 +99,22 @@ func TestTransportRetryBudget(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
 	assert.Same(t, b, retryhttp.New(retryhttp.WithRetryBudget(b)).RetryBudget())
 	assert.Nil(t, retryhttp.New(retryhttp.WithRetryBudget(nil)).RetryBudget(), "turned off")
+}
+
+// TestBudgetHostsAllocatesOneStringPerHost: Hosts allocates the
+// destination's string and nothing else, for a host on its scheme's
+// default port (whose port Destination spells out) as for any other.
+func TestBudgetHostsAllocatesOneStringPerHost(t *testing.T) {
+	for _, url := range []string{"http://example.test/", "http://example.test:8080/", "https://example.test/"} {
+		b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+		retryhttp.BudgetWithdraw(b, url) // a withdrawal makes the host's state
+		n := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			for range b.Hosts() {
+				n++
+			}
+		})
+		assert.Equal(t, 1.0, allocs, url)
+		assert.Positive(t, n, url)
+	}
 }

@@ -39,14 +39,18 @@
 // # Retry storms
 //
 // A retry budget per destination host is on by default and shared by the
-// process's Transports ([RetryBudget]): 10 retries are sent at once, then a
-// tenth of the successes; a retry beyond that is parked until the host
-// answers again, and released at the pace the host sustains, so a short
-// outage is ridden out while a dead backend sees about 1.0× its callers'
-// requests instead of 4×. The price is waiting: in an outage a failed
-// request waits, up to 2s or its deadline, before failing. A circuit breaker
-// per host is available ([WithCircuitBreaker]), and so is hedging of
-// idempotent requests ([WithHedging]), whose hedges spend the same budget.
+// process's Transports ([RetryBudget]). It limits the retries that fail, not
+// those that succeed: a retry that succeeds gives its token back, so a host
+// failing a share of its requests at random gets its retries as without a
+// budget, while a host that sheds load gets about a tenth of its requests in
+// retries. In an outage, a retry without a token is parked until the host
+// answers again, and released at the pace of the host's own traffic, so a
+// short outage is ridden out while a dead backend sees about 1.0× its
+// callers' requests instead of 4×. The price is waiting, in an outage only:
+// a failed request waits, up to 2s or its deadline, before failing. A
+// circuit breaker per host is available ([WithCircuitBreaker]), and so is
+// hedging of idempotent requests ([WithHedging], [WithAdaptiveHedging]),
+// whose hedges spend the same budget.
 //
 // Across a chain of services, the default policy honours the "don't retry"
 // signal (Retry-Pushback: no-retry) of a failure already retried below: only

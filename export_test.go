@@ -188,3 +188,12 @@ func LookupDestination(d *Destinations, req *http.Request) bool { return d.looku
 
 // RedactURLsIn exposes the redaction of URLs quoted in error messages.
 func RedactURLsIn(msg string) string { return redactURLsIn(msg) }
+
+// BudgetOutage puts rawURL's host in an outage, as if its latest
+// outageStreak attempts had failed: retries without a token park there.
+func BudgetOutage(b *RetryBudget, rawURL string) {
+	b.hosts.getOrCreate(keyOf(mustRequest(rawURL))).stats.streak.Store(outageStreak)
+}
+
+// OutageStreak is the number of failures in a row that make an outage.
+const OutageStreak = outageStreak

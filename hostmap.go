@@ -73,7 +73,7 @@ func (k hostKey) String() string {
 		hasPort = true
 	}
 	if p := defaultPort(k.scheme); !hasPort && p != "" {
-		host += ":" + p
+		return k.scheme + "://" + host + ":" + p // one allocation, as below
 	}
 	return k.scheme + "://" + host
 }

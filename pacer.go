@@ -18,10 +18,23 @@ const (
 	probeQuiet     = 250 * time.Millisecond // with fewer samples: a lone probe after this long without news
 	pollInterval   = statSlot               // how often the first parked retry looks at the gate
 	initialWindow  = 4                      // parked retries in flight at first, and after idleReset
-	minWindowCap   = 10                     // the window's cap is at least this
+	minWindowCap   = 20                     // the window's cap is at least this
 	capFactor      = 2                      // cap: capFactor × rate × lowest latency
 	idleReset      = 2 * time.Second        // a window unused this long starts slow again
 	minLatHold     = 10 * time.Second       // the lowest latency is kept this long unless seen again
+
+	// A host whose latest outageStreak attempts in a row failed is in an
+	// outage: only then are retries without a token parked. A host that
+	// fails half its requests at random does that once in a thousand runs
+	// of ten (0.5^10).
+	outageStreak = 10
+
+	// releaseShare bounds the rate of parked retries released through the
+	// window: at most this many per first attempt the host received over
+	// the statistics' span, so that a recovering host sees at most twice
+	// its own traffic, whatever the latency (Little's law would let a
+	// window of 10 send 1,000 a second at 10ms).
+	releaseShare = 1.5
 
 	// A successful retry slower than congestionFactor × the lowest latency
 	// of the host's first attempts, and than that plus congestionFloor,
@@ -56,9 +69,12 @@ func newHostState(capacity, at int64) *hostState {
 	// and never failed.
 	h.stats.lastOK.Store(at - 1)
 	h.stats.lastFail.Store(math.MinInt64 / 2)
+	// Nothing is known to succeed on a host that never answered: its
+	// first failure is an outage's.
+	h.stats.streak.Store(outageStreak)
 	h.p.window = initialWindow
 	h.window.Store(initialWindow)
-	h.p.lastSettle = at
+	h.p.lastSettle, h.p.creditAt = at, at
 	return h
 }
 
@@ -72,110 +88,6 @@ func (h *hostState) idle() bool {
 // state must then be kept.
 func (h *hostState) busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
 
-// hostStats are a host's recent outcomes, kept without a lock: first
-// attempts per slot of statSlot, with the lowest latency of their
-// successes, and the times of the latest success and failure of any
-// attempt. Counts may be off by the few updates that race with a slot's
-// reuse; the pacing only needs shares and orders of magnitude.
-type hostStats struct {
-	slots    [statSlots]statsSlot
-	lastOK   atomic.Int64 // budget clock of the latest successful attempt
-	lastFail atomic.Int64 // of the latest failed one
-}
-
-type statsSlot struct {
-	epoch              atomic.Int64 // which statSlot of the clock the counts are for
-	ok, fail           atomic.Int64 // first attempts
-	minLat             atomic.Int64 // nanoseconds; 0: no success measured
-	retryOK, retryFail atomic.Int64 // the other attempts: retries, hedges
-}
-
-// record counts an attempt's outcome at time at.
-func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
-	if ok {
-		// Most successes find the time recent enough and write nothing.
-		if at-st.lastOK.Load() > int64(time.Millisecond) {
-			st.lastOK.Store(at)
-		}
-	} else {
-		st.lastFail.Store(at)
-	}
-	s := st.slot(at)
-	switch {
-	case !first && ok:
-		s.retryOK.Add(1)
-		return
-	case !first:
-		s.retryFail.Add(1)
-		return
-	case !ok:
-		s.fail.Add(1)
-		return
-	}
-	s.ok.Add(1)
-	if lat := int64(max(latency, 1)); latency > 0 {
-		for {
-			m := s.minLat.Load()
-			if m != 0 && m <= lat || s.minLat.CompareAndSwap(m, lat) {
-				break
-			}
-		}
-	}
-}
-
-// slot returns the slot of time at, emptied if it held an older one.
-func (st *hostStats) slot(at int64) *statsSlot {
-	e := at / int64(statSlot)
-	s := &st.slots[uint64(e)%statSlots] // at ≥ 0: the slot e%statSlots, masked
-	if old := s.epoch.Load(); old != e && s.epoch.CompareAndSwap(old, e) {
-		s.ok.Store(0)
-		s.fail.Store(0)
-		s.minLat.Store(0)
-		s.retryOK.Store(0)
-		s.retryFail.Store(0)
-	}
-	return s
-}
-
-// recent returns the first attempts of the last gateSlots slots that
-// succeeded and failed, the rate of first attempts per second over all the
-// slots, and their successes' lowest latency (0 if none).
-func (st *hostStats) recent(at int64) (ok, fail int64, rate float64, minLat time.Duration) {
-	e := at / int64(statSlot)
-	var all int64
-	for i := range st.slots {
-		s := &st.slots[i]
-		se := s.epoch.Load()
-		if se > e || e-se >= statSlots {
-			continue
-		}
-		o, f := s.ok.Load(), s.fail.Load()
-		all += o + f
-		if e-se < gateSlots {
-			ok, fail = ok+o, fail+f
-		}
-		if m := time.Duration(s.minLat.Load()); m > 0 && (minLat == 0 || m < minLat) {
-			minLat = m
-		}
-	}
-	span := time.Duration(statSlots-1)*statSlot + time.Duration(at-e*int64(statSlot))
-	return ok, fail, float64(all) / span.Seconds(), minLat
-}
-
-// everything returns the successes and failures of every attempt to the
-// host (first attempts, retries, hedges) over all the slots.
-func (st *hostStats) everything(at int64) (ok, fail int64) {
-	e := at / int64(statSlot)
-	for i := range st.slots {
-		s := &st.slots[i]
-		if se := s.epoch.Load(); se <= e && e-se < statSlots {
-			ok += s.ok.Load() + s.retryOK.Load()
-			fail += s.fail.Load() + s.retryFail.Load()
-		}
-	}
-	return ok, fail
-}
-
 // pacer is the window of parked retries of one host and their queue.
 type pacer struct {
 	window     float64       // parked retries (and slot-taking hedges) allowed in flight
@@ -186,6 +98,8 @@ type pacer struct {
 	lastSettle int64         // budget clock when a slot was last given back
 	lastMinLat time.Duration // the lowest latency seen, held for minLatHold
 	lastMinAt  int64         // when it was last seen
+	credit     float64       // releases the rate allows now (releaseShare)
+	creditAt   int64         // budget clock when credit was last brought up to date
 	queue      waitQueue
 }
 
@@ -230,7 +144,8 @@ type input struct {
 
 // step is the transition function of a host's pacing state: it applies in
 // at time at (on the budget's clock), then releases parked retries while
-// the gate is open and the window has room. It reports, for evTake,
+// the gate is open, the pace allows and a slot or a token is free. It
+// reports, for evTake,
 // whether a slot was granted and its number. It requires h.mu held, and
 // wakes the waiters it releases or fails without blocking.
 func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq uint64) {
@@ -251,7 +166,7 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	case evSettle:
 		p.inFlight--
 		p.lastSettle = at
-		limit := h.windowCap(at) // also refreshes p.lastMinLat
+		limit, _ := h.windowCap(at) // also refreshes p.lastMinLat
 		if in.out == outOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
 			in.out = outFailed // a success, but queued: the host is full
 		}
@@ -266,7 +181,7 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 			p.halvedAt = p.released
 		}
 	case evTake:
-		if p.queue.n == 0 && float64(p.inFlight) < min(p.window, h.windowCap(at)) && h.gate(at) {
+		if limit, _ := h.windowCap(at); p.queue.n == 0 && float64(p.inFlight) < min(p.window, limit) && h.gate(at) {
 			granted, seq = true, p.take()
 		}
 	case evFail:
@@ -283,12 +198,8 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	}
 	// Release, first come first served.
 	if p.queue.n > 0 {
-		limit := min(p.window, h.windowCap(at))
-		for p.queue.n > 0 && float64(p.inFlight) < limit && h.gate(at) {
-			w := p.queue.pop()
-			w.seq = p.take()
-			w.state = waitReleased
-			w.ring()
+		limit := h.accrue(at)
+		for p.queue.n > 0 && p.credit >= 1 && h.gate(at) && h.release(limit) {
 		}
 	}
 	// A new first waiter watches the gate (park.go).
@@ -328,29 +239,84 @@ func (p *pacer) grow(limit float64) {
 	p.window = min(p.window, limit)
 }
 
-// windowCap is the most the window may be: capFactor × the host's rate of
-// first attempts × their lowest latency (the first attempts it has in
-// flight when it is fast), and at least minWindowCap. The lowest latency
-// is held for minLatHold, so that a queue which builds up during an outage
-// does not pass for the host's speed. Requires h.mu.
-func (h *hostState) windowCap(at int64) float64 {
+// release releases the first parked retry, if it can have a slot of the
+// window (limit: the most in flight), else a token of the bucket, which
+// successes may have refilled; it reports whether it did. The caller
+// checked the gate and the pace. Requires h.mu.
+func (h *hostState) release(limit float64) bool {
+	p := &h.p
+	w := p.queue.head
+	switch {
+	case float64(p.inFlight) < limit:
+		w.seq = p.take()
+	case h.withdraw():
+		w.seq = 0 // a token: no slot to give back
+	default:
+		return false
+	}
+	p.credit--
+	p.queue.pop()
+	w.state = waitReleased
+	w.ring()
+	return true
+}
+
+// accrue brings the credit of releases up to date, at releaseShare of the
+// host's rate of first attempts (at least one per probeQuiet), and returns the most parked retries the
+// window lets be in flight now. The credit is held to the window, so that
+// a gate closed for long does not let a wave through when it opens.
+// Requires h.mu.
+func (h *hostState) accrue(at int64) float64 {
+	limit, rate := h.windowCap(at)
+	p := &h.p
+	if at > p.creditAt {
+		// At least a probe's pace, for a host without traffic.
+		p.credit += max(releaseShare*rate, 1/probeQuiet.Seconds()) * time.Duration(at-p.creditAt).Seconds()
+		p.creditAt = at
+	}
+	limit = min(p.window, limit)
+	p.credit = min(p.credit, max(limit, 1))
+	return limit
+}
+
+// windowCap returns the most the window may be: capFactor × the host's
+// rate of first attempts × their lowest latency (the first attempts it has
+// in flight when it is fast), and at least minWindowCap; and that rate,
+// per second. The lowest latency is held for minLatHold, so that a queue
+// which builds up during an outage does not pass for the host's speed.
+// Requires h.mu.
+func (h *hostState) windowCap(at int64) (limit, rate float64) {
 	_, _, rate, lat := h.stats.recent(at)
+	lat = h.minLatency(at, lat)
+	return max(minWindowCap, capFactor*rate*lat.Seconds()), rate
+}
+
+// minLatency returns the host's lowest latency held for minLatHold, given
+// lat, the lowest of its recent first attempts. Requires h.mu.
+func (h *hostState) minLatency(at int64, lat time.Duration) time.Duration {
 	p := &h.p
 	if lat > 0 && (lat <= p.lastMinLat || p.lastMinLat == 0 || at-p.lastMinAt > int64(minLatHold)) {
 		p.lastMinLat, p.lastMinAt = lat, at
 	}
-	return max(minWindowCap, capFactor*rate*p.lastMinLat.Seconds())
+	return p.lastMinLat
+}
+
+// queued reports whether a success that took lat, with the attempt timeout
+// timeout, waited in a queue of the host (see congested): a sign that it
+// has no room for more. It takes h.mu.
+func (h *hostState) queued(at int64, lat, timeout time.Duration) bool {
+	_, _, _, recent := h.stats.recent(at)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	minLat := h.minLatency(at, recent)
+	return minLat > 0 && lat > congested(minLat, timeout)
 }
 
 // gate reports whether parked retries may be released: with enough recent
 // first attempts, while less than gateFailShare of them fail, by a margin
-// of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with fewer,
-// once no failure was heard for probeQuiet: then while the latest outcome
-// was a success, else for one probe at a time; and one at a time as well
-// while everything heard from the host over the statistics' span (first
-// attempts, retries, hedges: at least gateMinSamples) fails gateFailShare
-// or more by the same margin, so that a host failing at random whose
-// callers pause does not get its parked retries in bursts. Requires h.mu.
+// of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with
+// fewer, once no failure was heard for probeQuiet, while the latest
+// outcome was a success, else for one probe at a time. Requires h.mu.
 func (h *hostState) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
 	if n := float64(ok + fail); n >= gateMinSamples {
@@ -363,12 +329,33 @@ func (h *hostState) gate(at int64) bool {
 	if at-lastFail < int64(probeQuiet) {
 		return false
 	}
-	if ok, fail := h.stats.everything(at); ok+fail >= gateMinSamples && !below(float64(fail), float64(ok+fail)) {
-		// Everything heard from the host of late fails too often: one
-		// retry at a time, however the latest turned out.
-		return h.p.inFlight == 0
-	}
 	return lastOK > lastFail || h.p.inFlight == 0
+}
+
+// inOutage reports whether the host is in an outage as far as its callers
+// can tell: its latest outageStreak attempts failed, or none of its
+// attempts succeeded since the budget first saw it; and it is not known
+// dead: it had a success within maxWait, the first sight of the host
+// counting as one. Retries without a token are parked only then.
+func (h *hostState) inOutage(at int64, maxWait time.Duration) bool {
+	return h.stats.streak.Load() >= outageStreak && at-h.stats.lastOK.Load() <= int64(maxWait)
+}
+
+// parks reports whether a retry without a token parks on the host: in an
+// outage (inOutage), and in the recovery from one, while the retries
+// parked in the outage are being released (the gate is open), so that a
+// retry that fails in the drain waits behind them rather than be refused.
+// It takes h.mu in the recovery.
+func (h *hostState) parks(at int64, maxWait time.Duration) bool {
+	switch {
+	case h.inOutage(at, maxWait):
+		return true
+	case h.waiting.Load() == 0 || at-h.stats.lastOK.Load() > int64(maxWait):
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gate(at)
 }
 
 // below reports whether fail failures of n attempts are below
@@ -384,6 +371,7 @@ type lease struct {
 	host *hostState
 	seq  uint64
 	held bool
+	owed int // tokens the request took for its retries, given back if this one succeeds
 }
 
 // end gives the slot back with the attempt's outcome, if one is held.

@@ -123,18 +123,23 @@ func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 	r, p := waitReleased, waitParked
 	assert.Equal(t, []waitState{r, r, r, r, p, p, p, p}, states())
 	// A success frees its slot and widens the window to five: the next
-	// two are released, in order.
+	// two are released, in order, once the rate allows two more (125
+	// first attempts a second over the statistics' span: 16ms).
+	f.clock.advance(20 * time.Millisecond)
 	f.step(input{ev: evSettle, out: outOK, seq: ws[0].seq})
 	assert.Equal(t, []waitState{r, r, r, r, r, r, p, p}, states())
 }
 
 func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 	f := newPacerFixture(t)
-	// 400 first attempts per second at 10ms at best: cap max(10, 2·400·0.01) = 10.
+	// 400 first attempts per second at 10ms at best, for 200ms: cap max(20, 2·100·0.01) = 20.
 	f.firsts(80, 0, 200*time.Millisecond, 10*time.Millisecond)
 	ws := f.park(100)
 	f.step(input{ev: evPoke})
 	settle := func(out slotOutcome) {
+		// The host's traffic goes on (~100 first attempts a second over
+		// the statistics' span): credit for three releases.
+		f.firsts(3, 0, 30*time.Millisecond, 10*time.Millisecond)
 		for _, w := range ws {
 			if w.state == waitReleased {
 				f.step(input{ev: evSettle, out: out, seq: w.seq})
@@ -151,24 +156,24 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 		settle(outOK)
 	}
 	// Up to the cap.
-	for range 20 {
+	for range 30 {
 		settle(outOK)
 	}
-	require.InDelta(t, 10, window(), 1e-9, "capped at max(10, 2 × rate × latency)")
+	require.InDelta(t, minWindowCap, window(), 1e-9, "capped at max(20, 2 × rate × latency)")
 	_, inFlight, _ := f.pacing()
-	require.Equal(t, 10, inFlight)
+	require.Equal(t, minWindowCap, inFlight)
 	// A failure halves it; the others of the same round do not.
 	settle(outFailed)
-	require.InDelta(t, 5, window(), 1e-9)
+	require.InDelta(t, 10, window(), 1e-9)
 	for range 4 {
 		settle(outFailed)
 	}
-	assert.InDelta(t, 5, window(), 1e-9, "halved once per round")
+	assert.InDelta(t, 10, window(), 1e-9, "halved once per round")
 	// Past the threshold, linear: +1 per window's worth of successes.
-	for range 5 {
+	for range 10 {
 		settle(outOK)
 	}
-	assert.InDelta(t, 6, window(), 0.1)
+	assert.InDelta(t, 11, window(), 0.1)
 	// A neutral outcome (cancelled) frees the slot and changes nothing.
 	before := window()
 	settle(outNeutral)
@@ -187,12 +192,12 @@ func TestPacerCapFollowsRateAndLatency(t *testing.T) {
 	// 2,000 first attempts per second at 20ms: cap 2·2000·0.02 = 80.
 	f.firsts(1600, 0, 800*time.Millisecond, 20*time.Millisecond)
 	var c float64
-	f.h.lock(func() { c = f.h.windowCap(f.b.clock()) })
+	f.h.lock(func() { c, _ = f.h.windowCap(f.b.clock()) })
 	assert.InDelta(t, 80, c, 8)
 	// Slow: 10 per second: the floor.
 	g := newPacerFixture(t)
 	g.firsts(8, 0, 800*time.Millisecond, 20*time.Millisecond)
-	g.h.lock(func() { c = g.h.windowCap(g.b.clock()) })
+	g.h.lock(func() { c, _ = g.h.windowCap(g.b.clock()) })
 	assert.InDelta(t, minWindowCap, c, 1e-9)
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 )
@@ -31,17 +30,22 @@ const maxParkedBody = 4 << 10
 // far. It returns the retry's lease, or why to stop and the error to
 // return with a's response: the response is returned as it is, or the
 // error joined with the sentinel of the reason.
-func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, waited *time.Duration) (lease, StopReason, error) {
+func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, acct *retryAccount) (lease, StopReason, error) {
 	b := s.budget
 	if b == nil {
 		return t.proceed(ctx, b, lease{}, a, s.maxRetries, d, d)
 	}
+	// While retries are parked on the host, a retry queues behind them
+	// even with a token: they leave in turn, at the host's pace.
 	h := b.hosts.getOrCreate(keyOf(a.Req))
-	if h.withdraw() {
-		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, d)
+	if h.waiting.Load() == 0 && h.withdraw() {
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
 	}
-	until, ok := t.parkable(ctx, s, h, a, d, *waited)
-	if !ok {
+	until, ok := t.parkable(ctx, s, h, a, d, acct.waited)
+	switch {
+	case !ok && h.withdraw():
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
+	case !ok:
 		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	if t.breakers.isOpen(a.Req) {
@@ -51,20 +55,48 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 		discard(a.Res)
 		return lease{}, StopCanceled, err
 	}
-	if h.withdraw() { // successes may have refilled the bucket meanwhile
-		return t.proceed(ctx, b, lease{host: h}, a, s.maxRetries, d, 0)
+	if h.waiting.Load() == 0 && h.withdraw() { // successes may have refilled the bucket meanwhile
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
 	}
 	start := t.clock().Now()
 	l, why := t.park(ctx, b, h, a, until)
-	*waited += t.clock().Now().Sub(start)
-	switch why {
-	case 0:
+	acct.waited += t.clock().Now().Sub(start)
+	switch {
+	case why == 0 && !l.held: // released with a token
+		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
+	case why == 0:
 		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
-	case StopCanceled:
+	case why == StopCanceled:
 		discard(a.Res)
 		return lease{}, why, ctx.Err()
 	}
 	return lease{}, why, markGiveUp(why, a.Count, a.Err) // budget refused, circuit open
+}
+
+// retryAccount is what one request has spent of its destination's budget
+// so far: its time parked, over all its retries, and the tokens its retries
+// took after failures that did not ask the client to back off, which a
+// success gives back (settle).
+type retryAccount struct {
+	waited time.Duration
+	owed   int
+}
+
+// owe records that the retry of a took a token of h, and returns the
+// retry's lease, which carries the tokens the request owes. They go back
+// to the bucket if the retry succeeds without queueing at the host
+// (settle). A token is not owed back when a's response asked the client to
+// back off (429, or Retry-After): a server that says so is short of room,
+// and retrying it is not free whatever it answers next. A success of a
+// (settled already: a policy may retry some of them) cleared the debt.
+func (acct *retryAccount) owe(h *hostState, a Attempt) lease {
+	if success(a.Res) {
+		acct.owed = 0
+	}
+	if a.Res == nil || a.Res.StatusCode != http.StatusTooManyRequests && a.Res.Header.Get("Retry-After") == "" {
+		acct.owed++
+	}
+	return lease{host: h, owed: acct.owed}
 }
 
 // proceed reports the retry of a after delay d, lets go of its response
@@ -86,7 +118,7 @@ func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Atte
 // kept (its body read into memory).
 func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a Attempt, d, waited time.Duration) (time.Time, bool) {
 	b := s.budget
-	if b.noParking || b.clock()-h.stats.lastOK.Load() > int64(b.maxWait) {
+	if b.noParking || !h.parks(b.clock(), b.maxWait) {
 		return time.Time{}, false
 	}
 	now := t.clock().Now()
@@ -156,7 +188,7 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		switch state {
 		case waitReleased:
 			t.obs.reportPark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: c.Now().Sub(start)}, h)
-			return lease{host: h, seq: w.seq, held: true}, 0
+			return lease{host: h, seq: w.seq, held: w.seq != 0}, 0
 		case waitFailed:
 			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
@@ -202,7 +234,7 @@ func (t *Transport) leave(b *RetryBudget, h *hostState, w *waiter) (lease, bool)
 	if w.state == waitParked {
 		h.step(b, b.clock(), input{ev: evLeave, w: w})
 	}
-	return lease{host: h, seq: w.seq, held: true}, w.state == waitReleased
+	return lease{host: h, seq: w.seq, held: w.seq != 0}, w.state == waitReleased
 }
 
 // waitState is where a parked retry stands.
@@ -220,7 +252,7 @@ const (
 type waiter struct {
 	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
 	state      waitState
-	seq        uint64 // the slot's number, once released
+	seq        uint64 // the slot's number, once released; 0: released with a token
 	owner      any    // the circuit breakers of its Transport (evFail)
 	prev, next *waiter
 }
@@ -344,115 +376,4 @@ func (b *RetryBudget) failParked(k hostKey, owner any) {
 	h.mu.Lock()
 	h.step(b, b.clock(), input{ev: evFail, owner: owner})
 	h.mu.Unlock()
-}
-
-// ParkKind says what happened to a parked retry.
-type ParkKind uint8
-
-const (
-	// ParkParked: the budget had no token for the retry; it waits for a
-	// slot of the host's window.
-	ParkParked ParkKind = iota + 1
-	// ParkReleased: the window gave the retry a slot; it is sent now.
-	ParkReleased
-	// ParkDropped: the retry gave up waiting (Reason says why); the
-	// request ends.
-	ParkDropped
-)
-
-// String returns "parked", "released" or "dropped".
-func (k ParkKind) String() string {
-	switch k {
-	case ParkParked:
-		return "parked"
-	case ParkReleased:
-		return "released"
-	case ParkDropped:
-		return "dropped"
-	}
-	return "unknown"
-}
-
-// ParkEvent describes a change of a parked retry, for an OnPark hook
-// (WithOnPark). docs/storms.md describes parking.
-type ParkEvent struct {
-	// Kind says what happened.
-	Kind ParkKind
-
-	// Attempt is the attempt whose retry is parked, as a Decision's. Its
-	// response's body must not be read or closed.
-	Attempt Attempt
-
-	// Host is the destination, as scheme://host:port.
-	Host string
-
-	// Waited is how long the retry was parked, for ParkReleased and
-	// ParkDropped; it does not include the retry's delay, waited first.
-	Waited time.Duration
-
-	// Window is the host's window after the event: the parked retries it
-	// lets be in flight at once.
-	Window int
-
-	// InFlight is the number of the host's slots held after the event;
-	// Parked the number of retries parked on it.
-	InFlight, Parked int
-
-	// Reason says why a dropped retry gave up: StopBudgetRefused (a bound
-	// was reached), StopCircuitOpen or StopCanceled. Zero otherwise.
-	Reason StopReason
-}
-
-// LogLevelPark is the level of the records written to the logger of
-// WithLogger when a retry is parked ("retryhttp: parked") and when it is
-// released ("retryhttp: released"): Debug, since the retry or the giving up
-// that follows is written too. Their attributes are those of a retry's
-// record, with waited (for a release), window, in_flight and parked.
-const LogLevelPark = slog.LevelDebug
-
-// WithOnPark adds fn to the functions called when a retry is parked,
-// released or dropped (see ParkEvent and RetryBudget). Hooks run as
-// WithOnAttempt describes, and follow its rules.
-func WithOnPark(fn func(ParkEvent)) Option {
-	return func(t *Transport) {
-		if fn != nil {
-			o := t.observer()
-			o.onPark = append(o.onPark, fn)
-		}
-	}
-}
-
-// reportPark completes e with h's state and reports it to the hooks and
-// the logger.
-func (o *observer) reportPark(e ParkEvent, h *hostState) {
-	if o == nil || len(o.onPark) == 0 && (o.logger == nil || e.Kind == ParkDropped) {
-		return
-	}
-	h.mu.Lock()
-	e.Window, e.InFlight, e.Parked = int(h.p.window), h.p.inFlight, h.p.queue.n
-	h.mu.Unlock()
-	e.Host = keyOf(e.Attempt.Req).String()
-	for _, fn := range o.onPark {
-		fn(e)
-	}
-	o.logPark(e)
-}
-
-// logPark writes the record of a parked or released retry.
-func (o *observer) logPark(e ParkEvent) {
-	l, a := o.logger, e.Attempt
-	if l == nil || e.Kind == ParkDropped || a.Req == nil {
-		return
-	}
-	ctx := a.Req.Context()
-	if !l.Enabled(ctx, LogLevelPark) {
-		return
-	}
-	u := redactURL(a.Req.URL)
-	attrs := []slog.Attr{slog.String("method", method(a.Req)), slog.String("url", u), slog.Int("attempt", a.Count)}
-	if e.Kind == ParkReleased {
-		attrs = append(attrs, slog.Duration("waited", e.Waited))
-	}
-	attrs = append(attrs, slog.Int("window", e.Window), slog.Int("in_flight", e.InFlight), slog.Int("parked", e.Parked))
-	l.LogAttrs(ctx, LogLevelPark, "retryhttp: "+e.Kind.String(), attrs...)
 }

@@ -178,7 +178,6 @@ func TestParkedWaitBounds(t *testing.T) {
 			var ev parkEvents
 			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithAttemptTimeout(tt.attempt), ev.option())
 			BudgetSpend(b, srv.URL)
-			sustainTraffic(t, b, srv.URL+"/background")
 
 			ctx := context.Background()
 			start := time.Now()
@@ -189,7 +188,22 @@ func TestParkedWaitBounds(t *testing.T) {
 			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 			require.NoError(t, err)
-			res, err := c.Do(req)
+			type result struct {
+				res *http.Response
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := c.Do(req)
+				done <- result{res, err}
+			}()
+			// A host that never answered is in an outage: the retry parks.
+			// Then the host answers half of the background traffic: not
+			// dead, and the gate stays closed.
+			require.Eventually(t, func() bool { return ev.count(retryhttp.ParkParked) == 1 }, 10*time.Second, time.Millisecond)
+			sustainTraffic(t, b, srv.URL+"/background")
+			r := <-done
+			res, err := r.res, r.err
 			elapsed := time.Since(start)
 			require.NoError(t, err, "the wait expired before the deadline: the last response, as it was")
 			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)

@@ -196,9 +196,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	if watch {
 		body.req, w = watchWrites(body.req, idem.injected)
 	}
-	var l lease              // the retry's claim on the destination's budget
-	var waited time.Duration // parked so far
-	refundable := false      // this attempt retries a lost connection
+	var l lease           // the retry's claim on the destination's budget
+	var acct retryAccount // what the request spent of the budget (park.go)
+	refundable := false   // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own (for a retry, as the
 		// PrepareRetry hook rewrote it: prepare.go). A success refills
@@ -250,7 +250,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		// or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
-		if l, why, err = t.awaitRetry(ctx, s, a, d, &waited); why == StopCanceled {
+		if l, why, err = t.awaitRetry(ctx, s, a, d, &acct); why == StopCanceled {
 			return nil, ending{why, count}, err
 		} else if why != 0 {
 			return res, ending{why, count}, err

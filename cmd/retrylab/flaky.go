@@ -43,7 +43,7 @@ func runFlaky(ctx context.Context, cfg config) (flakyResult, error) {
 	d := max(cfg.duration/4, flakyPeriod)
 	r := flakyResult{clients: cfg.clients, duration: d, buckets: int(d / bucketWidth)}
 	for _, p := range metastablePolicies() {
-		row, err := flakyRun(ctx, cfg, r, p)
+		row, err := flakyRun(ctx, cfg, r, p, randomFailures(cfg.seed))
 		if err != nil {
 			return r, err
 		}
@@ -52,15 +52,24 @@ func runFlaky(ctx context.Context, cfg config) (flakyResult, error) {
 	return r, nil
 }
 
-// flakyRun runs one policy of the flaky scenario.
-func flakyRun(ctx context.Context, cfg config, r flakyResult, p policy) (flakyRow, error) {
+// randomFailures returns a fails function for flakyRun that fails
+// flakyRate of the requests, drawn at random from seed.
+func randomFailures(seed uint64) func() bool {
 	var mu sync.Mutex
-	rng := rand.New(rand.NewPCG(cfg.seed, 0xf1a4))
-	h := handlerFunc(func(w http.ResponseWriter, _ *http.Request) int {
+	rng := rand.New(rand.NewPCG(seed, 0xf1a4))
+	return func() bool {
 		mu.Lock()
-		fail := rng.Float64() < flakyRate
-		mu.Unlock()
-		if fail {
+		defer mu.Unlock()
+		return rng.Float64() < flakyRate
+	}
+}
+
+// flakyRun runs one policy of a host that fails the requests for which
+// fails reports true, at once with 503, and answers the others with 200:
+// the flaky scenario, and the bad replica's.
+func flakyRun(ctx context.Context, cfg config, r flakyResult, p policy, fails func() bool) (flakyRow, error) {
+	h := handlerFunc(func(w http.ResponseWriter, _ *http.Request) int {
+		if fails() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return http.StatusServiceUnavailable
 		}
@@ -99,7 +108,6 @@ func flakySection(r flakyResult, cfg config) section {
 	s.notes = append(s.notes, cfg.scaleNote()...)
 	var checks []machineCheck
 	var names []string
-	lines := make([]line, 0, len(r.rows))
 	for _, row := range r.rows {
 		s.rows = append(s.rows, []string{
 			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
@@ -107,20 +115,25 @@ func flakySection(r flakyResult, cfg config) section {
 		})
 		s.policies = append(s.policies, row.policy)
 		checks, names = append(checks, row.check), append(names, row.policy.name)
-		lines = append(lines, line{name: row.policy.name, ys: row.arrived, note: fmt.Sprintf("%.2f× attempts, %s success", row.amplification, pct(row.sum.success))})
 	}
 	s.addMachineChecks(cfg, checks, names, "latencies (not their counts, which do not depend on timing)")
-	s.charts = []chart{{
-		file: "flaky.svg",
-		svg: lineChart{
-			title:  "Flaky host (30% fail at random): requests per 100ms at the server",
-			xLabel: "time (s)", yLabel: "requests per 100ms",
-			dx:    bucketWidth.Seconds(),
-			lines: lines,
-			hlines: []hline{
-				{y: float64(r.clients) / flakyPeriod.Seconds() * bucketWidth.Seconds(), label: "requests sent"},
-			},
-		}.svg(),
-	}}
+	s.charts = []chart{{file: "flaky.svg", svg: flakyChart(r, "Flaky host (30% fail at random): requests per 100ms at the server")}}
 	return s
+}
+
+// flakyChart draws the requests per 100ms at the server of each row.
+func flakyChart(r flakyResult, title string) []byte {
+	lines := make([]line, 0, len(r.rows))
+	for _, row := range r.rows {
+		lines = append(lines, line{name: row.policy.name, ys: row.arrived, note: fmt.Sprintf("%.2f× attempts, %s success", row.amplification, pct(row.sum.success))})
+	}
+	return lineChart{
+		title:  title,
+		xLabel: "time (s)", yLabel: "requests per 100ms",
+		dx:    bucketWidth.Seconds(),
+		lines: lines,
+		hlines: []hline{
+			{y: float64(r.clients) / flakyPeriod.Seconds() * bucketWidth.Seconds(), label: "requests sent"},
+		},
+	}.svg()
 }

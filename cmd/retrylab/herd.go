@@ -28,6 +28,7 @@ type herdRow struct {
 	gaveUp        int           // requests whose client gave up (http.Client.Timeout)
 	amplification float64       // attempts per client request
 	peak          float64       // busiest 100ms over the normal load
+	retryPeak     float64       // most retries in 100ms after the outage, over the normal load
 	recovery      time.Duration // real time (settled)
 	recovered     bool
 	arrived       []float64 // requests per 100ms at the server
@@ -104,6 +105,7 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 	defer srv.close()
 	arrived, _ := srv.series(r.buckets + loadTail)
 	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(), arrived: arrived}
+	row.retryPeak = srv.retriedPeak(r.outageTo) // over the normal load in finish
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
 	for _, o := range outcomes {
 		if !o.ok && o.latency >= cfg.scale(clientLimit) {
@@ -122,6 +124,7 @@ func (row *herdRow) finish(r herdResult) {
 		peak = max(peak, v)
 	}
 	row.peak = peak / max(r.normal, 1)
+	row.retryPeak /= max(r.normal, 1)
 }
 
 // newClients returns the http.Clients of a run, one per client: sharing one
@@ -153,10 +156,11 @@ func herdSection(r herdResult, cfg config) section {
 				plural(r.capacity, "request"), r.work, float64(r.capacity)*float64(bucketWidth)/float64(r.work), herdHeadroom),
 			fmt.Sprintf("Outage: from %v to %v every request gets 503 at once. Clients give up after %v (http.Client.Timeout).",
 				time.Duration(r.outageFrom)*bucketWidth, time.Duration(r.outageTo)*bucketWidth, r.timeout),
+			"Retry peak: the most retries that arrived in 100ms after the outage, over the normal load.",
 			"Recovered after: from the outage's end until every request sent before it has its answer (the backlog, parked retries included, is drained) and every request sent from then on succeeds.",
 			"The seed fixes the clients' phases, not the scheduling of goroutines on this machine: times (recovery, latencies) vary by a few hundred ms from run to run; counts and ratios barely move.",
 		},
-		header: []string{"policy", "requests", "server hits", "amplification", "peak/normal", "recovered after", "success", "p50", "p99"},
+		header: []string{"policy", "requests", "server hits", "amplification", "peak/normal", "retry peak/normal", "recovered after", "success", "p50", "p99"},
 	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
 	var checks []machineCheck
@@ -169,7 +173,7 @@ func herdSection(r herdResult, cfg config) section {
 	for _, row := range r.rows {
 		s.rows = append(s.rows, []string{
 			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
-			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprintf("%.1f×", row.peak), settledCell(cfg, row.recovery, row.recovered),
+			fmt.Sprintf("%.2f×", row.amplification), fmt.Sprintf("%.1f×", row.peak), fmt.Sprintf("%.1f×", row.retryPeak), settledCell(cfg, row.recovery, row.recovered),
 			pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)

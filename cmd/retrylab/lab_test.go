@@ -253,6 +253,7 @@ func TestValidate(t *testing.T) {
 		{"scenario", func(c *config) { c.scenario = "storm" }, "-scenario"},
 		{"metastable", func(c *config) { c.scenario = "metastable" }, ""},
 		{"flaky", func(c *config) { c.scenario = "flaky" }, ""},
+		{"replica", func(c *config) { c.scenario = "replica" }, ""},
 		{"no clients", func(c *config) { c.clients = 0 }, "-clients"},
 		{"short", func(c *config) { c.duration = time.Millisecond }, "-duration"},
 		{"timescale NaN", func(c *config) { c.timescale = nan() }, "-timescale"},
@@ -479,19 +480,26 @@ func TestQueueServerSheds(t *testing.T) {
 	}
 }
 
-func TestFlaky(t *testing.T) {
-	res := runTiny(t, "flaky", 40)
-	require.NotNil(t, res.flaky)
-	require.Len(t, res.flaky.rows, len(metastablePolicies()))
+// flakyRows runs a flaky-like scenario (flaky, replica) at 40 clients and
+// returns its rows by policy, each checked for what every row must show:
+// 40 requests (500ms / 500ms each), with at most 3 retries each.
+func flakyRows(t *testing.T, scenario string, r func(results) *flakyResult) map[string]flakyRow {
+	res := r(runTiny(t, scenario, 40))
+	require.NotNil(t, res)
+	require.Len(t, res.rows, len(metastablePolicies()))
 	rows := map[string]flakyRow{}
-	for _, row := range res.flaky.rows {
+	for _, row := range res.rows {
 		name := row.policy.name
 		rows[name] = row
-		assert.Equal(t, 40*1, row.sum.requests, name) // 500ms / 500ms each
-		// At most 3 retries per request: 4 attempts.
+		assert.Equal(t, 40*1, row.sum.requests, name)
 		assert.GreaterOrEqual(t, row.attempts, int64(row.sum.requests), name)
 		assert.LessOrEqual(t, row.attempts, int64(4*row.sum.requests), name)
 	}
+	return rows
+}
+
+func TestFlaky(t *testing.T) {
+	rows := flakyRows(t, "flaky", func(r results) *flakyResult { return r.flaky })
 	none, full := rows[noRetriesPolicy().name], rows[fullJitterPolicy().name]
 	assert.Equal(t, int64(none.sum.requests), none.attempts)
 	assert.InDelta(t, 0.7, none.sum.success, 0.25) // 40 draws of 70%
@@ -499,12 +507,28 @@ func TestFlaky(t *testing.T) {
 	// request, and 1 - 0.3^4 success.
 	assert.InDelta(t, 1.42, full.amplification, 0.3)
 	assert.Greater(t, full.sum.success, none.sum.success)
-	// At this scale (40 requests, a dozen failures) the bucket's 10 tokens
-	// cover most failures, and retries parked when the load ends are
-	// released then (the host answers): the defaults retry about as much
-	// as no budget. The gate's saving shows at scale (docs/storms.md).
+	// Retries that succeed give their tokens back: the defaults retry
+	// about as much as no budget, and succeed as often.
 	defaults := rows[defaultsPolicy().name]
 	assert.LessOrEqual(t, defaults.amplification, full.amplification+0.2)
+	assert.GreaterOrEqual(t, defaults.sum.success, none.sum.success)
+}
+
+func TestReplica(t *testing.T) {
+	rows := flakyRows(t, "replica", func(r results) *flakyResult { return r.replica })
+	// A third of the attempts fail, in turn: without retries, a third of
+	// the requests (one of every three, give or take the order in which
+	// they arrive).
+	none := rows[noRetriesPolicy().name]
+	assert.InDelta(t, 2.0/3, none.sum.success, 0.1)
+	// Every retry that pays gives its token back: the defaults get what
+	// retries without a budget get, 1 - (1/3)^4, at about 1.48 attempts
+	// per request.
+	for _, p := range []policy{fullJitterPolicy(), defaultsPolicy(), defaultsPerClientPolicy()} {
+		row := rows[p.name]
+		assert.GreaterOrEqual(t, row.sum.success, 0.95, p.name)
+		assert.InDelta(t, 1.48, row.amplification, 0.15, p.name)
+	}
 }
 
 func TestMachineCheck(t *testing.T) {

@@ -23,6 +23,8 @@
 //     recovery as in herd).
 //   - flaky: a host failing 30% of requests at random, whatever its load;
 //     what each policy spends in retries, and what it gets.
+//   - replica: one bad replica of three behind a round robin, failing fast:
+//     a third of the attempts fail, whatever the load.
 //   - deadline: client → S1 → S2 with S2's capacity halved for a while;
 //     S2's work for callers who had gone, with and without deadlines that
 //     travel (deadline.go).
@@ -36,7 +38,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|deadline|all] [-clients 200]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|all] [-clients 200]
 //	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
 package main
 
@@ -55,7 +57,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "deadline"}
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "replica", "deadline"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -145,6 +147,7 @@ type results struct {
 	shed     *shedResult
 	meta     *metaResult
 	flaky    *flakyResult
+	replica  *flakyResult
 	deadline *deadlineResult
 	report   string // path of index.html
 }
@@ -217,6 +220,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.flaky = &r
 		add(flakySection(r, cfg))
+	}
+	if want("replica") {
+		r, err := runReplica(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("replica: %w", err)
+		}
+		res.replica = &r
+		add(replicaSection(r, cfg))
 	}
 	if want("deadline") {
 		r, err := runDeadline(ctx, cfg)

@@ -32,6 +32,7 @@ type server struct {
 	requests atomic.Int64
 	byTry    [maxTry]tryCounts // by attempt number, from 1
 	arrived  []atomic.Int64
+	retried  []atomic.Int64 // of those, attempts after the first
 	failed   []atomic.Int64
 	useful   []atomic.Int64
 
@@ -67,7 +68,7 @@ func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*s
 	s := &server{
 		URL: "http://" + lis.Addr().String() + "/", lis: lis, start: start, width: width,
 		arrived: make([]atomic.Int64, max(n, 1)), failed: make([]atomic.Int64, max(n, 1)),
-		useful: make([]atomic.Int64, max(n, 1)),
+		useful: make([]atomic.Int64, max(n, 1)), retried: make([]atomic.Int64, max(n, 1)),
 	}
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +79,9 @@ func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*s
 			try.arrived.Add(1)
 			i := s.bucket(time.Now())
 			s.arrived[i].Add(1)
+			if try != &s.byTry[0] {
+				s.retried[i].Add(1)
+			}
 			switch {
 			case h(w, r) != http.StatusOK:
 				s.failed[i].Add(1)
@@ -111,6 +115,16 @@ func (s *server) series(n int) (arrived, failed []float64) {
 		failed[i] = float64(s.failed[i].Load())
 	}
 	return arrived, failed
+}
+
+// retriedPeak returns the most retries that arrived in one bucket from
+// bucket from on.
+func (s *server) retriedPeak(from int) float64 {
+	peak := int64(0)
+	for i := from; i < len(s.retried); i++ {
+		peak = max(peak, s.retried[i].Load())
+	}
+	return float64(peak)
 }
 
 // tries returns the counts by attempt number: [0] for first attempts,
