@@ -165,10 +165,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	var facts headerFacts // of req's headers, looked up once (headerscan.go)
-	// Whether the writes of this request may be watched (below).
-	watchable := s.maxRetries > 0 && !t.baseReplaysOnlyUnsent()
-	req, idem, err := s.keyedFor(req, &facts, watchable) // idempotency.go: once per request
+	var facts headerFacts                  // of req's headers, looked up once (headerscan.go)
+	req, idem, err := s.keyed(req, &facts) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
@@ -182,11 +180,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
-	// replay them (idempotency.go).
-	watch := watchable && body.replayable() && !idem.guessed
+	// replay them (writewatch.go).
 	var w *writeWatch
-	if watch {
-		body.req, w = watchWrites(body.req, idem.injected)
+	if !idem.guessed && body.replayable() && s.maxRetries > 0 && !t.baseReplaysOnlyUnsent() {
+		body.req, w = watchWrites(body.req) // writewatch.go
 	}
 	var l lease              // the retry's claim on the destination's budget
 	var waited time.Duration // parked so far
@@ -213,11 +210,6 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		// request that cannot be sent again, an outcome the policy does not
 		// retry), or out of retries: the last response as it is, or the
 		// last error marked as such. Otherwise it is worth another attempt.
-		// An answer under this package's policies is final whatever else
-		// is known: without hooks to see it, no Attempt is built for it.
-		if t.obs == nil && s.final(res, err) {
-			return res, ending{StopSuccess, count}, err
-		}
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
 		if why := s.judge(a, body.replayable(), count); why != 0 {
