@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -225,7 +224,6 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 	zero := 0
 	d, err := NewDestinations(DestinationConfig{Defaults: Destination{MaxRetries: &zero}})
 	require.NoError(t, err)
-	noWait := func(context.Context, time.Duration) error { return nil }
 	for _, tt := range []struct {
 		name string
 		tr   *Transport
@@ -241,7 +239,7 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 			n.Store(0)
 			WithTransport(srv.Client().Transport)(tt.tr)
 			WithRetryBudget(nil)(tt.tr)
-			tt.tr.sleep = noWait
+			withNoWaits(tt.tr)
 			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, srv.URL, nil)
 			require.NoError(t, err)
 			res, err := tt.tr.RoundTrip(req)

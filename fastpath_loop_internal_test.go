@@ -1,12 +1,10 @@
 package retryhttp
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,7 +58,7 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 					opts = append(opts, withHooks...)
 				}
 				tr := New(opts...)
-				tr.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+				withNoWaits(tr)
 				res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 				require.NoError(t, err)
 				res.Body.Close()

@@ -105,8 +105,8 @@ type hedge struct {
 	refused  bool // the budget refused an attempt: no more are sent
 	why      StopReason
 
-	timer clockTimer    // runs fire after the hedge delay; made once per hedge value and clock
-	clk   clock         // the timer's
+	timer Timer         // runs fire after the hedge delay; made once per hedge value and clock
+	clk   Clock         // the timer's
 	done  chan hedgeEnd // fire's final outcome, for the caller's goroutine
 }
 

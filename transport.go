@@ -79,11 +79,7 @@ type Transport struct {
 	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
 	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
 
-	// WithClock's: nil means the clock below. Seams for tests.
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
-	// Every other time and timer (clock.go); nil: the real clock.
-	clk clock
+	clk Clock // WithClock; nil: the real clock (clock.go)
 	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
 	hedgeGate func(req *http.Request) bool
 }
@@ -267,20 +263,11 @@ func (t *Transport) pastDeadline(ctx context.Context, d time.Duration) bool {
 	if !ok {
 		return false
 	}
-	var now time.Time
-	if t.now != nil {
-		now = t.now()
-	} else {
-		now = t.clock().Now()
-	}
-	return !now.Add(d).Before(deadline)
+	return !t.clock().Now().Add(d).Before(deadline)
 }
 
-// wait sleeps for d, or until ctx is done, whichever comes first.
+// wait waits d on t's clock, or until ctx is done, whichever comes first.
 func (t *Transport) wait(ctx context.Context, d time.Duration) error {
-	if t.sleep != nil {
-		return t.sleep(ctx, d)
-	}
 	if d <= 0 {
 		return ctx.Err()
 	}
