@@ -98,8 +98,14 @@ type idempotency struct {
 // header is looked up once per request.
 func (s *settings) keyed(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
 	rules := s.guessRules()
-	needsKey := s.idempotencyKeys && !defaultRetryPolicy.idempotentMethod(req.Method)
 	byMethod := rules.idempotentMethod(req.Method)
+	// Keys go to the methods that are not idempotent by the default list,
+	// whatever the rules' list (WithIdempotencyKeys).
+	byDefault := byMethod
+	if rules != &defaultRetryPolicy {
+		byDefault = defaultRetryPolicy.idempotentMethod(req.Method)
+	}
+	needsKey := s.idempotencyKeys && !byDefault
 	if byMethod && !needsKey {
 		return req, idempotency{guessed: true}, nil // a GET, say: no header to look at
 	}
