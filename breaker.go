@@ -142,7 +142,7 @@ type breakers struct {
 	buckets     uint64        // in the window
 	openTimeout time.Duration
 
-	clock  *Transport // whose Clock (WithClock) gives the time: see now
+	clock  *Transport // whose clock (WithClock) gives the time: see now
 	hosts  *hostMap[*circuit]
 	notify *notifier // nil without OnStateChange or hooks
 
@@ -258,9 +258,6 @@ func newBreakers(s CircuitBreakerSettings, clock *Transport) *breakers {
 // now returns the time of the Transport's Clock, read when called, so that
 // the order of WithClock and WithCircuitBreaker does not matter.
 func (b *breakers) now() time.Time {
-	if b.clock.now != nil {
-		return b.clock.now()
-	}
 	return b.clock.clock().Now()
 }
 
@@ -289,7 +286,7 @@ func (b *breakers) age(p *phase, now time.Time) uint64 {
 // the monotonic clock alone, as time.Since does (p.start, read from the
 // real clock, has a monotonic reading), not the wall clock as well.
 func (b *breakers) ageNow(p *phase) uint64 {
-	if b.clock.now != nil || b.clock.clk != nil {
+	if b.clock.clk != nil {
 		return b.age(p, b.now())
 	}
 	if d := time.Since(p.start); d > 0 {

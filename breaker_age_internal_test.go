@@ -43,13 +43,8 @@ func TestBreakerAgeNowFollowsTheTransportClock(t *testing.T) {
 	start := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 	for name, clock := range map[string]func(*Transport, time.Time) func(time.Duration){
 		"WithClock": func(tr *Transport, at time.Time) func(time.Duration) {
-			c := NewFakeTime(at)
-			WithClock(clockOf{c})(tr)
-			return c.Advance
-		},
-		"FakeTime": func(tr *Transport, at time.Time) func(time.Duration) {
-			c := NewFakeTime(at)
-			WithFakeTime(c)(tr)
+			c := newStepClock(at)
+			WithClock(c)(tr)
 			return c.Advance
 		},
 	} {
@@ -65,11 +60,6 @@ func TestBreakerAgeNowFollowsTheTransportClock(t *testing.T) {
 		})
 	}
 }
-
-// clockOf makes a FakeTime a Clock for WithClock.
-type clockOf struct{ *FakeTime }
-
-func (c clockOf) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 
 func TestBreakerCountsConcurrentSuccessesOnTheRealClock(t *testing.T) {
 	b := newBreakers(CircuitBreakerSettings{}, &Transport{})

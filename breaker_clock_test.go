@@ -159,7 +159,7 @@ func TestBreakerAddsNoAllocs(t *testing.T) {
 		}
 	}
 	send(guarded)() // the destination's circuit is made once
-	assert.Equal(t, testing.AllocsPerRun(100, send(plain)), testing.AllocsPerRun(100, send(guarded)))
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, send(guarded)), testing.AllocsPerRun(100, send(plain)), "a breaker adds no allocation")
 }
 
 func TestBreakerConcurrentSamples(t *testing.T) {

@@ -46,23 +46,27 @@ func TestAttemptTimerFallsBack(t *testing.T) {
 	tr := New()
 
 	w := tr.startAttempt(onTestClock)
-	o := w.outcome(tr, onTestClock, attemptOutcome{first: true})
+	o := attemptOutcome{first: true}
+	w.end(tr, onTestClock, &o)
 	assert.False(t, o.atKnown, "a budget on a test clock reads it itself")
 	assert.GreaterOrEqual(t, o.latency, time.Duration(0))
 
 	w = tr.startAttempt(real)
-	o = w.outcome(tr, real, attemptOutcome{first: true})
+	o = attemptOutcome{first: true}
+	w.end(tr, real, &o)
 	assert.True(t, o.atKnown, "both real: the end is shared")
 	assert.GreaterOrEqual(t, o.latency, time.Duration(0))
 	assert.LessOrEqual(t, o.at, real.clock())
 
-	tr.clk = realClock{} // a clock set by a test, even the real one, is not shared
+	WithClock(realClock{})(tr) // a clock set with WithClock, even the real one, is not shared
 	w = tr.startAttempt(real)
-	o = w.outcome(tr, real, attemptOutcome{})
+	o = attemptOutcome{}
+	w.end(tr, real, &o)
 	assert.False(t, o.atKnown)
 
 	w = tr.startAttempt(nil)
-	o = w.outcome(tr, nil, attemptOutcome{})
+	o = attemptOutcome{}
+	w.end(tr, nil, &o)
 	assert.False(t, o.atKnown)
 	assert.Zero(t, o.latency, "no budget: nothing timed")
 }

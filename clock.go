@@ -1,77 +1,57 @@
 package retryhttp
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
-// Clock is where a Transport reads the time and how it waits between
-// attempts (WithClock). The retryhttptest package has a fake one whose
-// waits return at once, so that tests of a retry configuration take
-// milliseconds.
+// Clock is where a Transport reads the time and arms its timers
+// (WithClock). The retryhttptest package has a fake one whose time moves
+// when a test says, or jumps to the end of every wait, so that tests of
+// retries, hedging, attempt timeouts, parking and circuit breakers take
+// milliseconds. Its methods must be safe for concurrent use.
 type Clock interface {
-	// Now returns the current time. The transport compares it with the
-	// context's deadline before each wait.
+	// Now returns the current time.
 	Now() time.Time
 
-	// Sleep waits for d (at once if d is zero or negative), or until ctx is
-	// done, whichever comes first, and returns ctx.Err() in the second case,
-	// nil in the first.
-	Sleep(ctx context.Context, d time.Duration) error
-}
+	// NewTimer returns a timer that sends the time on the returned
+	// channel once d has passed (at once for d <= 0), as time.NewTimer
+	// does. The transport waits on such a timer before a retry, for the
+	// hedge delay while attempts are in flight, and while a retry is
+	// parked.
+	NewTimer(d time.Duration) (<-chan time.Time, Timer)
 
-// WithClock makes the transport read the time from c and wait between
-// attempts with c.Sleep. It governs exactly three things: the wait before
-// each retry, the check that it would end before the context's deadline,
-// and the time of the circuit breaker (WithCircuitBreaker: its open
-// timeout and its window). It does not govern the per-attempt timeout, the
-// hedge delay, the retry budget, or the Retry-After dates read by
-// DefaultDelayFn, which use the real clock. The default, used also for nil,
-// is the real clock (time.Now and a timer).
-func WithClock(c Clock) Option {
-	return func(t *Transport) {
-		if c == nil {
-			t.now, t.sleep = nil, nil
-			return
-		}
-		t.now, t.sleep = c.Now, c.Sleep
-	}
-}
-
-// The transport's time. Every read of the time and every timer of a request
-// goes through the Transport's clock: the real one (realClock), or one a
-// test sets (t.clk, export_test.go), that tests advance by hand: the waits
-// between attempts, the per-attempt timeout, the hedge delay, the latency
-// of attempts, and parking's bounds and polls. The retry budget reads the
-// time through a seam of its own (newRetryBudget), for a test to give it
-// the same clock. A Clock given with WithClock takes over what WithClock
-// says, the waits and the deadline check before them, and the circuit
-// breaker's time, and nothing else.
-//
-// Three stay on the real clock, by design: callerGone (stop.go) compares
-// the context's deadline with the time an instant before the context's own
-// timer, which runs on the real clock, fires; the bound on draining a
-// discarded body without an attempt timeout (body.go discard) bounds real
-// I/O on a real connection; and DefaultDelayFn, a function of the Attempt
-// alone, reads Retry-After dates against the real clock (delay.go). The
-// circuit breaker (breaker.go) reads WithClock's Clock if one was given,
-// else the Transport's clock, as pastDeadline does.
-
-// clock is a source of time and timers.
-type clock interface {
-	Now() time.Time
-	// NewTimer returns a timer that sends the time on the channel once d
-	// has passed.
-	NewTimer(d time.Duration) (<-chan time.Time, clockTimer)
 	// AfterFunc returns a timer that calls f in its own goroutine once d
-	// has passed.
-	AfterFunc(d time.Duration, f func()) clockTimer
+	// has passed, as time.AfterFunc does. The transport arms one for each
+	// attempt's timeout (WithAttemptTimeout) and for the first hedge.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// clockTimer is a timer of a clock: *time.Timer's Stop and Reset.
-type clockTimer interface {
+// Timer is a timer of a Clock, with the Stop and Reset of *time.Timer:
+// Stop reports whether it stopped the timer before it fired, Reset arms it
+// again to fire after d and reports whether it was armed.
+type Timer interface {
 	Stop() bool
 	Reset(d time.Duration) bool
+}
+
+// clockTimer is the name park.go knows Timer by.
+type clockTimer = Timer
+
+// WithClock makes the transport read the time and arm its timers on c: the
+// wait before each retry, the check that it would end before the
+// context's deadline, the per-attempt timeout, the hedge delay, the bounds
+// and polls of a parked retry, the latency of attempts reported to the
+// retry budget, and the time of the circuit breaker (its open timeout and
+// its window), whatever the order of the options. The default, used also
+// for nil, is the real clock (time.Now and the time package's timers).
+//
+// Three stay on the real clock, by design: the retry budget's own
+// accounting (its refill and its quiet times), which a RetryBudget may share
+// with many Transports; the Retry-After dates read by DefaultDelayFn, a
+// function of the Attempt alone; and the bound on draining a discarded
+// response body, which bounds real I/O on a real connection. A caller's
+// context deadline is compared with c's time before each wait, but the
+// context's own timer runs on the real clock.
+func WithClock(c Clock) Option {
+	return func(t *Transport) { t.clk = c }
 }
 
 // realClock is the clock of the time package.
@@ -79,21 +59,12 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-func (realClock) NewTimer(d time.Duration) (<-chan time.Time, clockTimer) {
+func (realClock) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
 	t := time.NewTimer(d)
 	return t.C, t
 }
 
-func (realClock) AfterFunc(d time.Duration, f func()) clockTimer { return time.AfterFunc(d, f) }
-
-// clockNow is t.clock().Now(), without the interface call on the real
-// clock.
-func (t *Transport) clockNow() time.Time {
-	if t.clk != nil {
-		return t.clk.Now()
-	}
-	return time.Now()
-}
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // attemptTimer times one attempt for the budget (settle). When both the
 // transport and the budget run on the real clock, it reads the budget's
@@ -114,17 +85,11 @@ func (t *Transport) startAttempt(b *RetryBudget) attemptTimer {
 	case t.clk == nil && b.real:
 		return attemptTimer{at: b.since(), mono: true}
 	}
-	return attemptTimer{start: t.clockNow()}
+	return attemptTimer{start: t.clock().Now()}
 }
 
-// outcome returns the attemptOutcome of the attempt timed by w, which
-// settles with b, with its latency and, when known, its end.
-func (w attemptTimer) outcome(t *Transport, b *RetryBudget, o attemptOutcome) attemptOutcome {
-	w.end(t, b, &o)
-	return o
-}
-
-// end is outcome, completing o in place.
+// end completes o, the outcome of the attempt timed by w, which settles
+// with b, with its latency and, when known, its end.
 func (w *attemptTimer) end(t *Transport, b *RetryBudget, o *attemptOutcome) {
 	switch {
 	case b == nil:
@@ -132,12 +97,12 @@ func (w *attemptTimer) end(t *Transport, b *RetryBudget, o *attemptOutcome) {
 		o.at, o.atKnown = b.since(), true
 		o.latency = time.Duration(o.at - w.at)
 	default:
-		o.latency = t.clockNow().Sub(w.start)
+		o.latency = t.clock().Now().Sub(w.start)
 	}
 }
 
-// clock returns t's clock: the real one unless a test set another.
-func (t *Transport) clock() clock {
+// clock returns t's clock: the real one unless WithClock set another.
+func (t *Transport) clock() Clock {
 	if t.clk != nil {
 		return t.clk
 	}

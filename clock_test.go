@@ -41,10 +41,11 @@ func TestWithClock(t *testing.T) {
 	}
 }
 
-// TestClockDoesNotGovernParking: with a fake clock, a retry without a token
-// still parks on the real clock, until MaxWait passes without a success;
-// NoParking makes the same request end at once, as docs/testing.md advises.
-func TestClockDoesNotGovernParking(t *testing.T) {
+// TestClockGovernsParking: with a fake clock, a retry without a token parks
+// on that clock, its polls among the clock's waits, until MaxWait passes
+// without a success (MaxWait is the budget's, on the real clock); NoParking
+// makes the same request end at once.
+func TestClockGovernsParking(t *testing.T) {
 	for _, noParking := range []bool{false, true} {
 		srv := retryhttptest.NewServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
 		clock := retryhttptest.NewClock(time.Now())
@@ -66,13 +67,13 @@ func TestClockDoesNotGovernParking(t *testing.T) {
 		}
 		require.Len(t, ev.dropped, 1)
 		assert.Equal(t, retryhttp.StopBudgetRefused, ev.dropped[0].Reason)
-		assert.Greater(t, ev.dropped[0].Waited, time.Duration(0), "parked on the real clock")
-		assert.Len(t, clock.Sleeps(), 2, "the delays of both retries went through the fake clock; the parked wait did not")
+		assert.Greater(t, ev.dropped[0].Waited, time.Duration(0), "parked")
+		assert.Greater(t, len(clock.Sleeps()), 2, "the delays of both retries and the parked retry's polls went through the fake clock")
 	}
 }
 
 // TestFakeTimeGovernsTimers: with a clock that moves only when the test
-// says (retryhttp.NewFakeTime), an hour's hedge delay and an hour's
+// says (retryhttptest.NewManualClock), an hour's hedge delay and an hour's
 // attempt timeout pass when the test advances the clock, not before.
 func TestFakeTimeGovernsTimers(t *testing.T) {
 	tests := []struct {
@@ -86,8 +87,8 @@ func TestFakeTimeGovernsTimers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hs := newHedgeServer(t, slowFirst)
-			clock := retryhttp.NewFakeTime(time.Now())
-			c, _ := newHedgeClient(t, tt.opt, retryhttp.WithFakeTime(clock), unlimitedBudget)
+			clock := retryhttptest.NewManualClock(time.Now())
+			c, _ := newHedgeClient(t, tt.opt, retryhttp.WithClock(clock), unlimitedBudget)
 			type result struct {
 				body string
 				err  error

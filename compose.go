@@ -4,27 +4,20 @@ package retryhttp
 // AdditionalStatusCodes and RetryIf) without losing the rules that always
 // win. docs/compose.md explains the choices.
 
-// compose returns p's decision with extra statuses and an extra condition
-// added.
-func (p retryPolicy) compose(extraCodes []int, retryIf func(Attempt) bool) ShouldRetryFn {
+// compose returns p with extra statuses and an extra condition added.
+func (p retryPolicy) compose(extraCodes []int, retryIf func(Attempt) bool) retryPolicy {
 	if len(extraCodes) > 0 {
 		codes := make([]int, 0, len(p.statusCodes)+len(extraCodes))
 		p.statusCodes = append(append(codes, p.statusCodes...), extraCodes...)
 	}
-	if retryIf == nil {
-		return p.shouldRetry
-	}
 	p.retryIf = retryIf
-	return p.shouldRetryOrIf
+	return p
 }
 
 // shouldRetryOrIf retries what the policy's rules retry, and otherwise asks
 // retryIf, unless a rule that always wins forbids it or the request is not
 // guessed idempotent.
 func (p retryPolicy) shouldRetryOrIf(a Attempt) bool {
-	if a.Err == errGuessProbe { // idempotency.go: never reaches retryIf
-		return p.idempotent(a)
-	}
 	if p.shouldRetry(a) {
 		return true
 	}

@@ -30,9 +30,9 @@ const maxDeadlineMillis = 99_999_999
 // WithDeadlineHeader turns the deadline header (DeadlineHeader) on or off;
 // it is off by default. When on, every attempt of a request whose context
 // has a deadline, first, retry or hedge, carries the time left before that
-// deadline, measured when the attempt is sent (context deadlines are read
-// against the real clock) and bounded by the attempt timeout (WithAttemptTimeout), rounded down to the
-// millisecond; a request without a deadline carries none of ours (a value
+// deadline, measured on the transport's Clock (WithClock) when the attempt
+// is sent, bounded by the attempt timeout (WithAttemptTimeout) and rounded
+// down to the millisecond; a request without a deadline carries none of ours (a value
 // its caller set is sent as it is). The header goes on a copy of the
 // request: the caller's is never modified.
 //
@@ -55,7 +55,7 @@ func (t *Transport) withDeadlineHeader(req *http.Request, timeout time.Duration)
 	if !ok {
 		return req
 	}
-	left := deadline.Sub(t.clockNow())
+	left := deadline.Sub(t.clock().Now())
 	if timeout > 0 {
 		left = min(left, timeout)
 	}

@@ -306,7 +306,7 @@ func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy, 
 		codes = def.RetryableStatusCodes
 	}
 	if codes != nil {
-		add(withShouldRetry(CustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes}), true))
+		add(withRetryPolicy(newRetryPolicy(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes})))
 	}
 	if a := firstSet(d.AttemptTimeout, def.AttemptTimeout); a != nil {
 		add(withAttemptTimeout(*a))

@@ -560,7 +560,7 @@ func TestDestinationsAddNoAllocs(t *testing.T) {
 			bare := testing.AllocsPerRun(100, mustRoundTrip(memTransport{}, url, newGET))
 			got := testing.AllocsPerRun(100, mustRoundTrip(ours, url, newGET))
 			assert.Positive(t, bare)
-			assert.Equal(t, bare, got, "allocations per GET: bare %v, with destinations %v", bare, got)
+			assert.LessOrEqual(t, got, bare, "allocations per GET: bare %v, with destinations %v", bare, got)
 		})
 	}
 }

@@ -11,12 +11,6 @@ import (
 
 // Test seams. Tests in package retryhttp_test reach internals through these.
 
-// SetClock makes t read the time from now (for deadline checks).
-func SetClock(t *Transport, now func() time.Time) { t.now = now }
-
-// SetSleep replaces the wait between attempts.
-func SetSleep(t *Transport, sleep func(ctx context.Context, d time.Duration) error) { t.sleep = sleep }
-
 // DelayWith is the DelayFn of opts with the time and the random number given.
 func DelayWith(opts CustomizedDelayFnOptions, a Attempt, now time.Time, r float64) time.Duration {
 	return newDelayPolicy(opts).delay(a, func() time.Time { return now }, r)

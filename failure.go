@@ -61,14 +61,6 @@ func failedStatus(code int) bool {
 // that answers and does not ask to be left alone, for the retry budget: a
 // response that is not failedStatus, and for 4xx without Retry-After.
 func success(res *http.Response) bool {
-	if res != nil && answered(res.StatusCode) {
-		return true // the usual case, decided inline: no failedStatus is an answer
-	}
-	return successSlow(res)
-}
-
-// successSlow is success for the responses it does not decide inline.
-func successSlow(res *http.Response) bool {
 	switch {
 	case res == nil, failedStatus(res.StatusCode):
 		return false

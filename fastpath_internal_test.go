@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/hop"
 	"github.com/stretchr/testify/assert"
@@ -109,17 +108,20 @@ func TestJudgeSkipsOwnPolicyOnAnswers(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
 	for _, tt := range []struct {
 		give      int
-		ownPolicy bool
+		own       bool
 		wantCalls int
 	}{
 		{200, true, 0}, {204, true, 0}, {304, true, 0}, {399, true, 0},
 		{200, false, 1}, {304, false, 1},
 		{400, true, 1}, {503, true, 1},
 	} {
-		t.Run(strconv.Itoa(tt.give)+"/"+strconv.FormatBool(tt.ownPolicy), func(t *testing.T) {
+		t.Run(strconv.Itoa(tt.give)+"/"+strconv.FormatBool(tt.own), func(t *testing.T) {
 			calls = 0
 			s := defaultSettings()
-			s.shouldRetry, s.ownPolicy = counting, tt.ownPolicy
+			s.shouldRetry = counting
+			if !tt.own {
+				s.rules = nil
+			}
 			res := &http.Response{StatusCode: tt.give, Header: http.Header{}}
 			s.judge(Attempt{Count: 1, Req: req, Res: res}, true, 1)
 			assert.Equal(t, tt.wantCalls, calls)
@@ -143,7 +145,7 @@ func TestJudgeFastPathSameOutcome(t *testing.T) {
 			for _, h := range headers {
 				a := Attempt{Count: 1, Req: req, Res: &http.Response{StatusCode: code, Header: h}}
 				fast, slow := defaultSettings(), defaultSettings()
-				slow.ownPolicy = false
+				slow.rules = nil
 				for _, sent := range []int{1, 4} {
 					require.Equal(t, slow.judge(a, true, sent), fast.judge(a, true, sent), "status %d", code)
 				}
@@ -151,17 +153,18 @@ func TestJudgeFastPathSameOutcome(t *testing.T) {
 		}
 	}
 
-	policy := func(opts ...Option) bool { return New(opts...).base().ownPolicy }
+	policy := func(opts ...Option) bool { return New(opts...).base().rules != nil }
 	assert.True(t, policy(), "the default")
 	assert.True(t, policy(WithShouldRetryFn(nil)), "nil: the default")
 	assert.False(t, policy(WithShouldRetryFn(func(Attempt) bool { return true })), "the caller's")
-	assert.False(t, policy(WithShouldRetryFn(DefaultShouldRetryFn)), "not told apart: asked")
+	assert.False(t, policy(WithShouldRetryFn(DefaultShouldRetryFn)), "a func value is not told apart: asked")
+	assert.True(t, policy(WithCustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{})), "rules given")
 	d, err := NewDestinations(DestinationConfig{Defaults: Destination{RetryableStatusCodes: []int{500}}})
 	require.NoError(t, err)
 	var own settings
 	s := New(WithDestinations(d), WithShouldRetryFn(func(Attempt) bool { return true })).
 		settings(httptest.NewRequest(http.MethodGet, "http://a.test/", nil), &own)
-	assert.True(t, s.ownPolicy, "a destination's status codes: CustomizedShouldRetryFn")
+	assert.NotNil(t, s.rules, "a destination's status codes: the package's rules")
 }
 
 // TestFastPathStillSettles checks that the successes of the fast path are
@@ -222,7 +225,6 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 	zero := 0
 	d, err := NewDestinations(DestinationConfig{Defaults: Destination{MaxRetries: &zero}})
 	require.NoError(t, err)
-	noWait := func(context.Context, time.Duration) error { return nil }
 	for _, tt := range []struct {
 		name string
 		tr   *Transport
@@ -238,7 +240,7 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 			n.Store(0)
 			WithTransport(srv.Client().Transport)(tt.tr)
 			WithRetryBudget(nil)(tt.tr)
-			tt.tr.sleep = noWait
+			withNoWaits(tt.tr)
 			req, err := http.NewRequestWithContext(tt.ctx, http.MethodGet, srv.URL, nil)
 			require.NoError(t, err)
 			res, err := tt.tr.RoundTrip(req)
@@ -250,30 +252,38 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 	}
 }
 
-// TestKeyedFastPathSameOutcome checks that the idempotency of a request
-// sent with one of the package's policies (keyed's fast path for idempotent
-// methods) is what the full rules give: same request sent, same guess.
-func TestKeyedFastPathSameOutcome(t *testing.T) {
-	methods := []string{"", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete, http.MethodPost, http.MethodPatch, "get"}
-	headers := []http.Header{nil, {}, {"Idempotency-Key": {"k"}}, {"x-idempotency-key": {""}}}
-	for _, m := range methods {
-		for _, h := range headers {
-			for _, honored := range []bool{false, true} {
-				req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
-				req.Method, req.Header = m, h
-				fast, slow := defaultSettings(), defaultSettings()
-				fast.idempotencyKeysHonored, slow.idempotencyKeysHonored = honored, honored
-				slow.ownPolicy = false
-				fr, fi, ferr := fast.keyed(req)
-				sr, si, serr := slow.keyed(req)
-				require.NoError(t, ferr)
-				require.NoError(t, serr)
-				assert.Equal(t, si, fi, "method %q, header %v", m, h)
-				if !si.injected {
-					assert.Same(t, sr, fr, "method %q, header %v", m, h)
-				}
-			}
-		}
+// TestKeyedGuessFollowsRules checks that the idempotency guessed before
+// sending follows the methods of WithCustomizedShouldRetryFn's rules, and
+// the default methods for a function of the caller's, whatever it does;
+// and that keys are injected by the default methods either way.
+func TestKeyedGuessFollowsRules(t *testing.T) {
+	retryAll := func(Attempt) bool { return true }
+	post := CustomizedShouldRetryFnOptions{IdempotentMethods: []string{http.MethodPost}}
+	for _, tt := range []struct {
+		name     string
+		opt      Option
+		method   string
+		guessed  bool
+		injected bool
+	}{
+		{"default GET", nil, http.MethodGet, true, false},
+		{"default POST", nil, http.MethodPost, false, true},
+		{"caller's fn GET", WithShouldRetryFn(retryAll), http.MethodGet, true, false},
+		{"caller's fn POST", WithShouldRetryFn(retryAll), http.MethodPost, false, true},
+		{"rules POST only: POST", WithCustomizedShouldRetryFn(post), http.MethodPost, true, true},
+		{"rules POST only: GET", WithCustomizedShouldRetryFn(post), http.MethodGet, false, false},
+		{"rules without methods: PUT", WithCustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{IdempotentMethods: []string{}}), http.MethodPut, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.opt).base()
+			req := httptest.NewRequest(tt.method, "http://a.test/", nil)
+			var f headerFacts
+			sent, idem, err := s.keyed(req, &f)
+			require.NoError(t, err)
+			assert.Equal(t, tt.guessed, idem.guessed)
+			assert.Equal(t, tt.injected, idem.injected)
+			assert.Equal(t, tt.injected, IdempotencyKey(sent) != "")
+			assert.Empty(t, IdempotencyKey(req), "the caller's request is untouched")
+		})
 	}
 }

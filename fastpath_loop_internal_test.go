@@ -1,60 +1,17 @@
 package retryhttp
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// The retry loop's fast paths for a request's first attempt (transport.go):
-// an outcome that settings.final says is final returns before an Attempt is
-// built, when no hook would see it. These tests prove the shortcut answers
-// as judge does, and that hooks still see every attempt.
-
-// TestFinalIsJudgesFirstStep checks that final holds exactly when judge
-// returns StopSuccess by its first step: for every status, with and
-// without an error, under a policy of this package or another, whatever
-// the retry count and the body.
-func TestFinalIsJudgesFirstStep(t *testing.T) {
-	req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
-	retryAll := func(Attempt) bool { return true }
-	for code := 100; code < 600; code++ {
-		for _, err := range []error{nil, errors.New("boom")} {
-			for _, own := range []bool{true, false} {
-				s := defaultSettings()
-				if !own {
-					s.shouldRetry, s.ownPolicy = retryAll, false
-				}
-				res := &http.Response{StatusCode: code, Header: http.Header{}}
-				a := Attempt{Count: 1, Req: req, Res: res, Err: err}
-				if s.final(res, err) {
-					for _, replayable := range []bool{true, false} {
-						require.Equal(t, StopSuccess, s.judge(a, replayable, 1), "%d %v %v", code, err, own)
-					}
-				}
-				// Under a policy that retries everything, what is not final
-				// is retried: final is the whole of judge's first step.
-				if !own && err == nil {
-					require.Equal(t, code == http.StatusSwitchingProtocols, s.final(res, err), "%d", code)
-					if code != http.StatusSwitchingProtocols {
-						require.Zero(t, s.judge(a, true, 1), "%d", code)
-					}
-				}
-			}
-		}
-	}
-	s := defaultSettings()
-	assert.False(t, s.final(nil, errors.New("boom")), "an error is never final by the first step")
-	assert.True(t, s.final(&http.Response{StatusCode: 204}, nil))
-	assert.False(t, s.final(&http.Response{StatusCode: 503}, nil))
-}
+// The retry loop's shortcuts for a request's first attempt (transport.go,
+// body.go), shown to answer as the full path does.
 
 // TestFirstAttemptFastPathSameOutcome sends a request answered 200 and 304
 // (final by the fast path), 404 (not retried, by the policy) and 503 then
@@ -101,7 +58,7 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 					opts = append(opts, withHooks...)
 				}
 				tr := New(opts...)
-				tr.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+				withNoWaits(tr)
 				res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 				require.NoError(t, err)
 				res.Body.Close()
@@ -146,7 +103,7 @@ func TestFirstAttemptSentAsItIs(t *testing.T) {
 			req.Header = tt.header
 			before := tt.header.Clone()
 			var f headerFacts
-			got, idem, err := s.keyedScanned(req, &f)
+			got, idem, err := s.keyed(req, &f)
 			require.NoError(t, err)
 			r, err := newReplay(got, &s, &f)
 			require.NoError(t, err)

@@ -108,8 +108,8 @@ type hedge struct {
 	seen1    bool      // attempt 1's outcome has been judged
 	why      StopReason
 
-	timer clockTimer    // runs fire after the hedge delay; made once per hedge value and clock
-	clk   clock         // the timer's
+	timer Timer         // runs fire after the hedge delay; made once per hedge value and clock
+	clk   Clock         // the timer's
 	done  chan hedgeEnd // fire's final outcome, for the caller's goroutine
 }
 
@@ -169,7 +169,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	s.budget.settle(req, res, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {
-		o.took = t.clockNow().Sub(h.began)
+		o.took = t.clock().Now().Sub(h.began)
 	}
 
 	// 2. The hedge delay passed first: fire coordinates the attempts.

@@ -19,10 +19,14 @@ import (
 // Regression: a CustomizedShouldRetryFn's IdempotentMethods did not decide
 // which requests were hedged: a DELETE that the policy does not guess
 // idempotent (and would never retry after a timeout) was sent twice at
-// once, and a POST it does guess idempotent was not hedged.
+// once, and a POST it does guess idempotent was not hedged. The rules are
+// given with WithCustomizedShouldRetryFn or SetCustomizedShouldRetryFn; a
+// CustomizedShouldRetryFn passed as a function is any function to the
+// transport, and the default list applies.
 func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
-	onlyGET := retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{IdempotentMethods: []string{http.MethodGet}})
-	withPOST := retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
+	onlyGETOpts := retryhttp.CustomizedShouldRetryFnOptions{IdempotentMethods: []string{http.MethodGet}}
+	onlyGET := retryhttp.WithCustomizedShouldRetryFn(onlyGETOpts)
+	withPOST := retryhttp.WithCustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
 		IdempotentMethods: []string{http.MethodGet, http.MethodPost},
 		RetryIf:           func(retryhttp.Attempt) bool { return false },
 	})
@@ -35,14 +39,16 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 		name      string
 		method    string
 		opt       retryhttp.Option
-		perReq    retryhttp.ShouldRetryFn // SetShouldRetryFn
+		perReq    *retryhttp.CustomizedShouldRetryFnOptions // SetCustomizedShouldRetryFn
 		wantHits  int
 		wantAsked int32
 	}{
-		{name: "DELETE, policy without it: not hedged", method: http.MethodDelete, opt: retryhttp.WithShouldRetryFn(onlyGET), wantHits: 1},
-		{name: "DELETE, per-request policy without it: not hedged", method: http.MethodDelete, perReq: onlyGET, wantHits: 1},
-		{name: "POST, policy with it: hedged", method: http.MethodPost, opt: retryhttp.WithShouldRetryFn(withPOST), wantHits: 2},
-		{name: "GET, policy with it: hedged", method: http.MethodGet, opt: retryhttp.WithShouldRetryFn(onlyGET), wantHits: 2},
+		{name: "DELETE, policy without it: not hedged", method: http.MethodDelete, opt: onlyGET, wantHits: 1},
+		{name: "DELETE, per-request policy without it: not hedged", method: http.MethodDelete, perReq: &onlyGETOpts, wantHits: 1},
+		{name: "POST, policy with it: hedged", method: http.MethodPost, opt: withPOST, wantHits: 2},
+		{name: "GET, policy with it: hedged", method: http.MethodGet, opt: onlyGET, wantHits: 2},
+		{name: "DELETE, policy passed as a function: default list, hedged", method: http.MethodDelete,
+			opt: retryhttp.WithShouldRetryFn(retryhttp.CustomizedShouldRetryFn(onlyGETOpts)), wantHits: 2},
 		// A caller's own function is only asked about attempts made, and
 		// the default list applies.
 		{name: "DELETE, own policy: default list, hedged", method: http.MethodDelete, opt: retryhttp.WithShouldRetryFn(own), wantHits: 2, wantAsked: 1},
@@ -65,7 +71,7 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 			req, err := http.NewRequest(tt.method, hs.URL, nil)
 			require.NoError(t, err)
 			if tt.perReq != nil {
-				req = req.WithContext(retryhttp.SetShouldRetryFn(req.Context(), tt.perReq))
+				req = req.WithContext(retryhttp.SetCustomizedShouldRetryFn(req.Context(), *tt.perReq))
 			}
 
 			res, err := c.Do(req)

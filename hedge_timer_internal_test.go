@@ -54,14 +54,14 @@ func TestHedgedAttemptTimedOnRealClocks(t *testing.T) {
 }
 
 func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
-	clock := NewFakeTime(time.Unix(1_000_000, 0))
+	clock := newStepClock(time.Unix(1_000_000, 0))
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		clock.Advance(250 * time.Millisecond) // the attempt's time, on the test's clock
 	}))
 	t.Cleanup(srv.Close)
 	b := NewRetryBudgetOn(RetryBudgetOptions{}, clock)
 	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b), WithHedging(time.Minute, 1),
-		WithFakeTime(clock))
+		WithClock(clock))
 	hedgedGET(t, tr, srv.URL)
 
 	h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))

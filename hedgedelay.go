@@ -236,7 +236,7 @@ func (t *Transport) hedging(ctx context.Context, req *http.Request, s *settings,
 	case s.hedgeQuantile == 0:
 		return s.hedgeDelay, true
 	}
-	d, ok := t.tails.of(req).delay(t.clockNow().UnixNano(), s.hedgeQuantile)
+	d, ok := t.tails.of(req).delay(t.clock().Now().UnixNano(), s.hedgeQuantile)
 	if !ok || t.pastDeadline(ctx, 2*d) {
 		return 0, false
 	}
@@ -249,7 +249,7 @@ func (t *Transport) firstStart(s *settings, count int) time.Time {
 	if count != 1 || s.hedgeQuantile == 0 {
 		return time.Time{}
 	}
-	return t.clockNow()
+	return t.clock().Now()
 }
 
 // firstEnd records the latency of a first attempt that started at start
@@ -271,7 +271,7 @@ func succeeded(res *http.Response, err error) bool {
 // that started at start and has ended (or, for one that a hedge beat, was
 // cancelled: it took longer than that, at least).
 func (t *Transport) tailSince(req *http.Request, start time.Time) {
-	now := t.clockNow()
+	now := t.clock().Now()
 	t.tails.of(req).record(now.UnixNano(), now.Sub(start))
 }
 
@@ -279,6 +279,6 @@ func (t *Transport) tailSince(req *http.Request, start time.Time) {
 // it was timed and successful.
 func (h *hedge) firstLatency(o *outcome) {
 	if o.took > 0 && succeeded(o.res, o.err) {
-		h.t.tails.of(h.caller).record(h.t.clockNow().UnixNano(), o.took)
+		h.t.tails.of(h.caller).record(h.t.clock().Now().UnixNano(), o.took)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 )
 
 // noDelay is an option that makes every retry immediate.
@@ -29,19 +30,40 @@ func ownBudget() retryhttp.Option {
 
 // onFakeTime gives a transport a budget of its own, with the defaults, and
 // both a clock that jumps to the end of every wait started on it
-// (retryhttp.NewAutoFakeTime): the waits between attempts and the polls and
+// (retryhttptest.NewClock): the waits between attempts and the polls and
 // bounds of parked retries (MaxWait, 2s by default) then pass in
 // microseconds, in the order they would in real time. For tests of a
 // sequence of requests whose parked retries run out their bounds; the
 // attempts themselves run in real time. A later WithRetryBudget replaces
 // the budget, which then runs on the real clock.
 func onFakeTime() retryhttp.Option {
-	c := retryhttp.NewAutoFakeTime(time.Now())
+	c := retryhttptest.NewClock(time.Now())
 	b := retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)
 	return func(t *retryhttp.Transport) {
-		retryhttp.WithFakeTime(c)(t)
+		retryhttp.WithClock(c)(t)
 		retryhttp.WithRetryBudget(b)(t)
 	}
+}
+
+// fakeWaits puts tr on a fake clock that jumps to the end of every wait
+// (retryhttptest.NewClock), started at the real time, and returns it: its
+// Sleeps are the waits tr chose.
+func fakeWaits(tr *retryhttp.Transport) *retryhttptest.Clock {
+	c := retryhttptest.NewClock(time.Now())
+	retryhttp.WithClock(c)(tr)
+	return c
+}
+
+// onWait is a clock that calls fn as each wait starts on it, before the
+// wait goes on on the clock it wraps.
+type onWait struct {
+	retryhttp.Clock
+	fn func()
+}
+
+func (c onWait) NewTimer(d time.Duration) (<-chan time.Time, retryhttp.Timer) {
+	c.fn()
+	return c.Clock.NewTimer(d)
 }
 
 // noParking is a budget of its own with parking off: the token bucket

@@ -183,16 +183,9 @@ func (o *observer) reportRetry(a Attempt, maxRetries int, delay time.Duration, h
 // reportStop reports how a request sent as req ended, once RoundTrip has
 // its outcome; maxRetries is the request's.
 func (o *observer) reportStop(req *http.Request, e ending, res *http.Response, err error, maxRetries int) {
-	if o != nil { // inlined: a Transport without hooks pays one comparison
-		o.reportStopped(req, e, res, err, maxRetries)
+	if o == nil {
+		return
 	}
-}
-
-// reportStopped is reportStop to an observer. Not inlined, so that
-// reportStop is.
-//
-//go:noinline
-func (o *observer) reportStopped(req *http.Request, e ending, res *http.Response, err error, maxRetries int) {
 	o.report(Decision{
 		Attempt:    Attempt{Count: e.attempts, Req: req, Res: res, Err: err},
 		MaxRetries: maxRetries,

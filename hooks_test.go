@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -98,7 +99,7 @@ func newObserved(t *testing.T, opts ...retryhttp.Option) *observed {
 	o := &observed{ev: &events{}, logs: &recordingHandler{}}
 	opts = append(append(opts, o.ev.options()...), retryhttp.WithLogger(slog.New(o.logs)))
 	o.tr = newTransport(t, opts...)
-	retryhttp.SetSleep(o.tr, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+	fakeWaits(o.tr)
 	return o
 }
 
@@ -284,10 +285,9 @@ func TestHooksCanceledDuringWait(t *testing.T) {
 	o := newObserved(t, delays)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	retryhttp.SetSleep(o.tr, func(ctx context.Context, _ time.Duration) error {
-		cancel() // the caller gives up while the transport waits
-		return ctx.Err()
-	})
+	// The caller gives up while the transport waits, on a clock that
+	// never moves.
+	retryhttp.WithClock(onWait{retryhttptest.NewManualClock(time.Now()), cancel})(o.tr)
 
 	_, err := o.send(newGet(t, ctx, srv.URL))
 	require.ErrorIs(t, err, context.Canceled)

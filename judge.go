@@ -34,7 +34,7 @@ func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
 	// 1. An upgraded connection: nothing to retry. Nor is any other
 	// answer (failure.go) for this package's policies: they need not be
 	// asked.
-	if s.final(a.Res, a.Err) {
+	if a.Res != nil && (a.Res.StatusCode == http.StatusSwitchingProtocols || s.rules != nil && a.Err == nil && answered(a.Res.StatusCode)) {
 		return StopSuccess
 	}
 	// 2. No retries configured, or the policy does not retry the outcome;
@@ -50,14 +50,6 @@ func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
 		return StopRetriesExhausted
 	}
 	return 0
-}
-
-// final reports whether an attempt that ended with res and err is final
-// whatever else is known of it: judge's first step, which returns
-// StopSuccess for it. The retry loop asks it before it builds the Attempt,
-// when no hook would see the Attempt (transport.go).
-func (s *settings) final(res *http.Response, err error) bool {
-	return res != nil && (res.StatusCode == http.StatusSwitchingProtocols || s.ownPolicy && err == nil && answered(res.StatusCode))
 }
 
 // markGiveUp returns err, the error of the last attempt of a request given

@@ -172,7 +172,7 @@ func TestWriteWatchStillStopsRetry(t *testing.T) {
 			t.Cleanup(real.CloseIdleConnections)
 			tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
 				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(tc.keys))
-			retryhttp.SetSleep(tr, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+			fakeWaits(tr)
 			req := neverTwiceRequest(t, http.MethodPost, srv.url(), "charge", nil)
 			var wrote atomic.Int64
 			if tc.trace {

@@ -36,7 +36,7 @@ func TestObservabilityUnsetAddsNoAllocs(t *testing.T) {
 			bare := testing.AllocsPerRun(100, mustRoundTrip(memTransport{}, url, newGET))
 			ours := testing.AllocsPerRun(100, mustRoundTrip(tt.give, url, newGET))
 			assert.Positive(t, bare)
-			assert.Equal(t, bare, ours, "allocations per GET: bare %v, retryhttp %v", bare, ours)
+			assert.LessOrEqual(t, ours, bare, "allocations per GET: bare %v, retryhttp %v", bare, ours)
 		})
 	}
 }

@@ -54,7 +54,11 @@ func withMaxRetries(n int) patch {
 
 // WithShouldRetryFn sets the function that decides whether an attempt is
 // retried. The default, used also for nil, is DefaultShouldRetryFn.
-func WithShouldRetryFn(fn ShouldRetryFn) Option { return option(withShouldRetry(fn, false)) }
+//
+// The transport cannot see which requests fn treats as idempotent: hedging
+// and the watch of writes guess by the default methods (see
+// DefaultShouldRetryFn), unless WithCustomizedShouldRetryFn sets the rules.
+func WithShouldRetryFn(fn ShouldRetryFn) Option { return option(withShouldRetry(fn, nil)) }
 
 // SetShouldRetryFn returns a context that makes requests sent with it use fn
 // instead of the transport's ShouldRetryFn. A nil fn removes an earlier
@@ -63,20 +67,30 @@ func SetShouldRetryFn(ctx context.Context, fn ShouldRetryFn) context.Context {
 	if fn == nil {
 		return withOverride(ctx, "shouldRetry", nil)
 	}
-	return withOverride(ctx, "shouldRetry", withShouldRetry(fn, false))
+	return withOverride(ctx, "shouldRetry", withShouldRetry(fn, nil))
 }
 
-// withShouldRetry sets the policy fn, DefaultShouldRetryFn for nil. ours
-// says that fn is one of this package's policies with the default list of
-// idempotent methods: it never retries a response below 400, so that judge
-// (judge.go) need not ask it about one, and guesses a request of an
-// idempotent method idempotent, so that keyed (idempotency.go) need not
-// look further.
-func withShouldRetry(fn ShouldRetryFn, ours bool) patch {
+// withShouldRetry sets the policy fn, DefaultShouldRetryFn for nil. rules
+// are fn's own when fn is one of this package's policies, nil for any other
+// function (settings.rules).
+func withShouldRetry(fn ShouldRetryFn, rules *retryPolicy) patch {
 	if fn == nil {
-		fn, ours = DefaultShouldRetryFn, true
+		fn, rules = DefaultShouldRetryFn, &defaultRetryPolicy
 	}
-	return func(s *settings) { s.shouldRetry, s.ownPolicy = fn, ours }
+	return func(s *settings) { s.shouldRetry, s.rules = fn, rules }
+}
+
+// withRetryPolicy sets the policy to p's decision, with p's rules.
+func withRetryPolicy(p retryPolicy) patch { return withShouldRetry(p.fn(), &p) }
+
+// guessRules returns the rules by which the transport guesses a request's
+// idempotency before sending it: the policy's own, or, for a function of
+// the caller's, whose rules it cannot see, DefaultShouldRetryFn's.
+func (s *settings) guessRules() *retryPolicy {
+	if s.rules != nil {
+		return s.rules
+	}
+	return &defaultRetryPolicy
 }
 
 // WithDelayFn sets the function that chooses the wait before each retry. The
@@ -181,7 +195,7 @@ func WithBodyBufferLimit(limit int64) Option {
 type settings struct {
 	maxRetries           int
 	shouldRetry          ShouldRetryFn
-	ownPolicy            bool // shouldRetry is this package's, with the default methods: a response below 400 is final
+	rules                *retryPolicy // shouldRetry's, when it is this package's (shouldretry.go); nil: the caller's function
 	delay                DelayFn
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
@@ -206,7 +220,7 @@ func defaultSettings() settings {
 	return settings{
 		maxRetries:      DefaultMaxRetries,
 		shouldRetry:     DefaultShouldRetryFn,
-		ownPolicy:       true,
+		rules:           &defaultRetryPolicy,
 		delay:           DefaultDelayFn,
 		maxDelay:        defaultMaxDelay,
 		bodyBufferLimit: defaultBodyBufferLimit,

@@ -1,12 +1,10 @@
 package retryhttp_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -195,21 +193,15 @@ func TestRateLimitResetLoopback(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, "ok")
 			})
-			var mu sync.Mutex
-			var waits []time.Duration
 			tr := newTransport(t, unlimitedBudget)
-			retryhttp.SetSleep(tr, func(ctx context.Context, d time.Duration) error {
-				mu.Lock()
-				defer mu.Unlock()
-				waits = append(waits, d)
-				return ctx.Err()
-			})
+			clock := fakeWaits(tr)
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			assert.Equal(t, "ok", strings.TrimSpace(string(body)))
 			assert.EqualValues(t, 2, srv.attempts.Load())
+			waits := clock.Sleeps()
 			require.Len(t, waits, 1)
 			assert.GreaterOrEqual(t, waits[0], lo)
 			assert.LessOrEqual(t, waits[0], hi)
@@ -296,20 +288,13 @@ func TestHostileRateLimitReset(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			})
 			tr := newTransport(t, unlimitedBudget)
-			var mu sync.Mutex
-			var waits []time.Duration
-			retryhttp.SetSleep(tr, func(ctx context.Context, d time.Duration) error {
-				mu.Lock()
-				defer mu.Unlock()
-				waits = append(waits, d)
-				return ctx.Err()
-			})
+			clock := fakeWaits(tr)
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
 			res.Body.Close()
 			assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, "the last 429, as it is")
 			assert.Equal(t, tt.wantAttempts, srv.attempts.Load())
-			tt.wantWaits(t, waits)
+			tt.wantWaits(t, clock.Sleeps())
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"context"
 	"net/http"
 	"strings"
 )
@@ -94,7 +95,35 @@ var defaultRetryPolicy = retryPolicy{
 // status codes replaced by those of opts, and the additions of opts (extra
 // statuses, a RetryIf condition) made under the rules that always win. The
 // slices are copied.
+//
+// The transport cannot tell the function returned from any other: passed to
+// WithShouldRetryFn or SetShouldRetryFn, it decides retries as described,
+// but the transport's own guess of idempotency before sending (which
+// requests WithHedging hedges, whose writes are watched) follows the
+// default methods, as for any function of the caller's. Use
+// WithCustomizedShouldRetryFn or SetCustomizedShouldRetryFn for that guess
+// to follow opts.IdempotentMethods too.
 func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn {
+	return newRetryPolicy(opts).fn()
+}
+
+// WithCustomizedShouldRetryFn sets the ShouldRetryFn to
+// CustomizedShouldRetryFn(opts), and makes the transport's own guess of a
+// request's idempotency (which requests are hedged, whose writes are
+// watched) follow the same rules, opts.IdempotentMethods included.
+func WithCustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) Option {
+	return option(withRetryPolicy(newRetryPolicy(opts)))
+}
+
+// SetCustomizedShouldRetryFn returns a context that makes requests sent with
+// it run as WithCustomizedShouldRetryFn(opts) says, whatever the
+// transport's policy.
+func SetCustomizedShouldRetryFn(ctx context.Context, opts CustomizedShouldRetryFnOptions) context.Context {
+	return withOverride(ctx, "shouldRetry", withRetryPolicy(newRetryPolicy(opts)))
+}
+
+// newRetryPolicy returns the rules of CustomizedShouldRetryFn(opts).
+func newRetryPolicy(opts CustomizedShouldRetryFnOptions) retryPolicy {
 	p := defaultRetryPolicy
 	if opts.IdempotentMethods != nil {
 		p.idempotentMethods = append([]string(nil), opts.IdempotentMethods...)
@@ -103,6 +132,14 @@ func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn 
 		p.statusCodes = append([]int(nil), opts.RetryableStatusCodes...)
 	}
 	return p.compose(opts.AdditionalStatusCodes, opts.RetryIf) // compose.go
+}
+
+// fn returns p's decision as a ShouldRetryFn.
+func (p retryPolicy) fn() ShouldRetryFn {
+	if p.retryIf == nil {
+		return p.shouldRetry
+	}
+	return p.shouldRetryOrIf
 }
 
 // retryPolicy holds the two lists that CustomizedShouldRetryFn can replace,
@@ -118,10 +155,6 @@ func (p retryPolicy) shouldRetry(a Attempt) bool {
 	// case, decided first.
 	if answeredAttempt(a) {
 		return false
-	}
-	// The transport asks for the policy's idempotency guess (idempotency.go).
-	if a.Err == errGuessProbe {
-		return p.idempotent(a)
 	}
 	// The caller gave up: nobody is waiting for a retry.
 	if callerGone(a.Req) {
@@ -189,10 +222,19 @@ func (p retryPolicy) idempotent(a Attempt) bool {
 	if p.idempotentMethod(a.Req.Method) {
 		return true
 	}
-	if a.IdempotencyKeyInjected {
-		return a.IdempotencyKeyHonored
+	f := scanHeader(a.Req.Header)
+	return keyGuess(&f, a.IdempotencyKeyInjected, a.IdempotencyKeyHonored)
+}
+
+// keyGuess is the part of the idempotency guess that keys decide, for a
+// request whose method is not guessed idempotent and whose headers have
+// the facts f: a key the transport injected counts if the server honours
+// keys (injected, honored), a non-empty key the caller set always.
+func keyGuess(f *headerFacts, injected, honored bool) bool {
+	if injected {
+		return honored
 	}
-	return hasIdempotencyKey(a.Req.Header)
+	return f.hasIdempotencyKey()
 }
 
 // idempotentMethod reports whether method is in the policy's list.
@@ -202,17 +244,6 @@ func (p retryPolicy) idempotentMethod(method string) bool {
 	}
 	for _, m := range p.idempotentMethods {
 		if m == method {
-			return true
-		}
-	}
-	return false
-}
-
-// hasIdempotencyKey reports whether h carries a non-empty idempotency key
-// under either of the names in use.
-func hasIdempotencyKey(h http.Header) bool {
-	for _, name := range [...]string{"Idempotency-Key", "X-Idempotency-Key"} {
-		if v, ok := lookupHeader(h, name); ok && len(v) > 0 && v[0] != "" {
 			return true
 		}
 	}

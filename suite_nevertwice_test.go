@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,13 +68,12 @@ func TestNeverTwiceServerDiesThenRefuses(t *testing.T) {
 			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base),
 				retryhttp.WithRetryBudget(nil)}, k.options...)...)
 			restarted := false
-			retryhttp.SetSleep(tr, func(ctx context.Context, d time.Duration) error {
+			retryhttp.WithClock(onWait{retryhttptest.NewClock(time.Now()), func() {
 				if !restarted { // the refusing window ends during the wait
 					restarted = true
 					srv.restart()
 				}
-				return ctx.Err()
-			})
+			}})(tr)
 			warm(t, tr, srv.url())
 
 			res, err := tr.RoundTrip(neverTwiceRequest(t, k.method, srv.url(), k.body, k.header))
@@ -100,7 +100,7 @@ func TestNeverTwiceServerDiesThenAnswers(t *testing.T) {
 			t.Cleanup(base.CloseIdleConnections)
 			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base),
 				retryhttp.WithRetryBudget(nil)}, k.options...)...)
-			retryhttp.SetSleep(tr, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+			fakeWaits(tr)
 			warm(t, tr, srv.url())
 
 			res, err := tr.RoundTrip(neverTwiceRequest(t, k.method, srv.url(), k.body, k.header))
@@ -171,7 +171,7 @@ func TestDialErrorAfterWriteIsNoProof(t *testing.T) {
 	t.Cleanup(real.CloseIdleConnections)
 	tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
 		retryhttp.WithRetryBudget(nil))
-	retryhttp.SetSleep(tr, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+	fakeWaits(tr)
 
 	_, err := tr.RoundTrip(neverTwiceRequest(t, http.MethodPost, srv.url(), "charge", nil))
 	require.Error(t, err)
@@ -181,14 +181,14 @@ func TestDialErrorAfterWriteIsNoProof(t *testing.T) {
 	srv2 := newRawServer(t, func(n int64) reply { return replyReset })
 	tr2 := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
 		retryhttp.WithRetryBudget(nil))
-	retryhttp.SetSleep(tr2, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+	fakeWaits(tr2)
 	_, err = tr2.RoundTrip(neverTwiceRequest(t, http.MethodGet, srv2.url(), "", nil))
 	require.Error(t, err)
 	assert.Equal(t, int64(1+retryhttp.DefaultMaxRetries), srv2.requests.Load())
 
 	// A POST that never reached any server is still retried, as always.
 	tr3 := retryhttp.New(retryhttp.WithRetryBudget(nil))
-	retryhttp.SetSleep(tr3, func(ctx context.Context, _ time.Duration) error { return ctx.Err() })
+	fakeWaits(tr3)
 	var dials atomic.Int64
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		ConnectStart: func(string, string) { dials.Add(1) },

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -65,9 +66,9 @@ func TestAmplificationDeadBackend(t *testing.T) {
 			}
 			opts := tt.opts
 			if tt.fakeTime {
-				c := retryhttp.NewAutoFakeTime(time.Now())
+				c := retryhttptest.NewClock(time.Now())
 				opts = []retryhttp.Option{
-					retryhttp.WithFakeTime(c),
+					retryhttp.WithClock(c),
 					retryhttp.WithRetryBudget(retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)),
 				}
 			}

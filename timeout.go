@@ -14,7 +14,7 @@ import (
 //
 // When the attempt's own timer fired (and not the caller's context), the
 // error is ErrAttemptTimeout and any response is closed.
-func sendWithTimeout(c clock, rt http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
+func sendWithTimeout(c Clock, rt http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithCancelCause(parent)
 	timer := c.AfterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
@@ -41,7 +41,7 @@ func sendWithTimeout(c clock, rt http.RoundTripper, req *http.Request, timeout t
 // context. A body that is also an io.Writer (that of a 101 Switching
 // Protocols response) stays one, so protocol upgrades through
 // httputil.ReverseProxy keep working.
-func newCancelBody(body io.ReadCloser, cancel context.CancelCauseFunc, timer clockTimer, timeout time.Duration) io.ReadCloser {
+func newCancelBody(body io.ReadCloser, cancel context.CancelCauseFunc, timer Timer, timeout time.Duration) io.ReadCloser {
 	b := cancelBody{ReadCloser: body, cancel: cancel, timer: timer, timeout: timeout}
 	if rwc, ok := body.(io.ReadWriteCloser); ok {
 		return &cancelRWCBody{b, rwc}
@@ -53,7 +53,7 @@ func newCancelBody(body io.ReadCloser, cancel context.CancelCauseFunc, timer clo
 type cancelBody struct {
 	io.ReadCloser
 	cancel  context.CancelCauseFunc
-	timer   clockTimer // stopped; rearmed to bound the draining of a discarded body
+	timer   Timer // stopped; rearmed to bound the draining of a discarded body
 	timeout time.Duration
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,7 +84,7 @@ func TestAttemptTimeoutDoesNotCutReturnedBody(t *testing.T) {
 	// The body's tail comes four attempt timeouts after its head, on a
 	// clock the test moves (retryhttp.NewFakeTime).
 	const timeout = 150 * time.Millisecond
-	clock := retryhttp.NewFakeTime(time.Now())
+	clock := retryhttptest.NewManualClock(time.Now())
 	tail := make(chan struct{})
 	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "head-")
@@ -91,7 +92,7 @@ func TestAttemptTimeoutDoesNotCutReturnedBody(t *testing.T) {
 		<-tail
 		_, _ = io.WriteString(w, "tail")
 	})
-	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(timeout), retryhttp.WithFakeTime(clock))
+	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(timeout), retryhttp.WithClock(clock))
 
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)

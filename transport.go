@@ -82,11 +82,7 @@ type Transport struct {
 
 	deadlineHeader bool // WithDeadlineHeader (deadline.go)
 
-	// WithClock's: nil means the clock below. Seams for tests.
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
-	// Every other time and timer (clock.go); nil: the real clock.
-	clk clock
+	clk Clock // WithClock; nil: the real clock (clock.go)
 	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
 	hedgeGate func(req *http.Request) bool
 	// The latency of first attempts, for adaptive hedging (hedgedelay.go).
@@ -172,10 +168,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	var facts headerFacts // of req's headers, looked up once (headerscan.go)
-	// Whether the writes of this request may be watched (below).
-	watchable := s.maxRetries > 0 && !t.baseReplaysOnlyUnsent()
-	req, idem, err := s.keyedFor(req, &facts, watchable) // idempotency.go: once per request
+	var facts headerFacts                  // of req's headers, looked up once (headerscan.go)
+	req, idem, err := s.keyed(req, &facts) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
@@ -190,11 +184,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
-	// replay them (idempotency.go).
-	watch := watchable && body.mayReplay() && !idem.guessed
+	// replay them (writewatch.go).
 	var w *writeWatch
-	if watch {
-		body.req, w = watchWrites(body.req, idem.injected)
+	if !idem.guessed && body.mayReplay() && s.maxRetries > 0 && !t.baseReplaysOnlyUnsent() {
+		body.req, w = watchWrites(body.req) // writewatch.go
 	}
 	var l lease           // the retry's claim on the destination's budget
 	var acct retryAccount // what the request spent of the budget (park.go)
@@ -222,11 +215,6 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		// request that cannot be sent again, an outcome the policy does not
 		// retry), or out of retries: the last response as it is, or the
 		// last error marked as such. Otherwise it is worth another attempt.
-		// An answer under this package's policies is final whatever else
-		// is known: without hooks to see it, no Attempt is built for it.
-		if t.obs == nil && s.final(res, err) {
-			return res, ending{StopSuccess, count}, err
-		}
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
 		if why := s.judge(a, body.replayable(), count); why != 0 {
@@ -285,20 +273,11 @@ func (t *Transport) pastDeadline(ctx context.Context, d time.Duration) bool {
 	if !ok {
 		return false
 	}
-	var now time.Time
-	if t.now != nil {
-		now = t.now()
-	} else {
-		now = t.clock().Now()
-	}
-	return !now.Add(d).Before(deadline)
+	return !t.clock().Now().Add(d).Before(deadline)
 }
 
-// wait sleeps for d, or until ctx is done, whichever comes first.
+// wait waits d on t's clock, or until ctx is done, whichever comes first.
 func (t *Transport) wait(ctx context.Context, d time.Duration) error {
-	if t.sleep != nil {
-		return t.sleep(ctx, d)
-	}
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -82,11 +82,7 @@ func TestDefaults(t *testing.T) {
 				_, _ = io.WriteString(w, "last words")
 			})
 			tr := newTransport(t)
-			var delays []time.Duration
-			retryhttp.SetSleep(tr, func(_ context.Context, d time.Duration) error {
-				delays = append(delays, d)
-				return nil
-			})
+			clock := fakeWaits(tr)
 
 			req, err := http.NewRequest(tt.giveMethod, srv.URL, nil)
 			require.NoError(t, err)
@@ -102,6 +98,7 @@ func TestDefaults(t *testing.T) {
 			if tt.giveMethod != http.MethodHead {
 				assert.Equal(t, "last words", body, "the last response is returned intact")
 			}
+			delays := clock.Sleeps()
 			assert.Len(t, delays, int(tt.wantAttempts-1), "one wait before each retry")
 			for _, d := range delays {
 				if tt.giveRetryAft != "" {
@@ -118,14 +115,11 @@ func TestDefaults(t *testing.T) {
 func TestDefaultBackoffGrows(t *testing.T) {
 	srv := newCountingServer(t, always(503))
 	tr := newTransport(t)
-	var delays []time.Duration
-	retryhttp.SetSleep(tr, func(_ context.Context, d time.Duration) error {
-		delays = append(delays, d)
-		return nil
-	})
+	clock := fakeWaits(tr)
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
 	readAll(t, res)
+	delays := clock.Sleeps()
 
 	require.Len(t, delays, 3)
 	for i, d := range delays {

@@ -15,30 +15,26 @@ import (
 // TestWatchWritesOncePerRequest checks the watch installed once per request
 // (watchWrites): attempts made from the watched request report their writes
 // to it, a reset forgets the previous attempt's, the caller's request is
-// never modified, and a request copy with an injected key carries the watch
-// itself.
+// never modified, and the caller's own trace still runs.
 func TestWatchWritesOncePerRequest(t *testing.T) {
 	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 	for _, own := range []bool{false, true} {
-		caller, err := http.NewRequest(http.MethodPost, "http://a.test/", nil)
+		callerWrote := false
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteHeaders: func() { callerWrote = true }})
+		caller, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://a.test/", nil)
 		require.NoError(t, err)
-		callerCtx := caller.Context()
 		req := caller
 		if own {
 			s := defaultSettings()
 			var f headerFacts
 			var idem idempotency
-			req, idem, err = s.keyedScanned(caller, &f)
+			req, idem, err = s.keyed(caller, &f)
 			require.NoError(t, err)
 			require.True(t, idem.injected)
 		}
-		watched, w := watchWrites(req, own)
-		assert.Equal(t, callerCtx, caller.Context(), "the caller's request keeps its context")
-		if own {
-			assert.Same(t, req, watched, "the keyed copy carries the context itself")
-		} else {
-			assert.NotSame(t, caller, watched)
-		}
+		watched, w := watchWrites(req)
+		assert.Same(t, ctx, caller.Context(), "the caller's request keeps its context")
+		assert.NotSame(t, caller, watched)
 
 		// Attempt 1 (a copy, as replay makes for a retry) writes its headers.
 		r := replay{req: watched}
@@ -48,6 +44,7 @@ func TestWatchWritesOncePerRequest(t *testing.T) {
 		require.NotNil(t, trace)
 		w.reset()
 		trace.WroteHeaders()
+		assert.True(t, callerWrote, "the caller's trace runs too")
 		assert.True(t, writtenFirst(w.mark(dialErr)), "a dial error after a write is marked")
 
 		// Attempt 2 writes nothing: its dial error proves it never left.

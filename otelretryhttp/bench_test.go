@@ -79,5 +79,5 @@ func TestMetricsAddNoAllocs(t *testing.T) {
 		}
 	}
 	send(measured)() // the attribute sets are made once
-	assert.Equal(t, testing.AllocsPerRun(100, send(plain)), testing.AllocsPerRun(100, send(measured)))
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, send(measured)), testing.AllocsPerRun(100, send(plain)), "metrics add no allocation")
 }

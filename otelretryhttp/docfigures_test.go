@@ -57,8 +57,10 @@ func TestObservabilityDocCounts(t *testing.T) {
 		marked[strings.TrimSpace(m[1])] = strings.TrimSpace(m[2])
 	}
 	for key, got := range measured {
-		assert.Equal(t, strconv.FormatInt(got, 10), strings.ReplaceAll(marked[key], ",", ""),
-			"docs/observability.md: figure %q", key)
+		// Written "≤ N": an upper bound with a margin.
+		bound, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(strings.ReplaceAll(marked[key], ",", ""), "≤")), 10, 64)
+		require.NoError(t, err, "docs/observability.md: figure %q", key)
+		assert.LessOrEqual(t, got, bound, "docs/observability.md: figure %q is at most %s", key, marked[key])
 	}
 	assert.Len(t, marked, len(measured), "docs/observability.md: every otel figure is measured")
 }

@@ -2,7 +2,8 @@
 // servers that fail as real servers do (a status N times, a reset
 // connection, a request that hangs, a 429 with Retry-After, any scripted
 // sequence), counting and recording the requests they get, and a fake Clock
-// that makes the transport's waits return at once while recording them.
+// that skips the transport's waits while recording them, or moves only when
+// the test says.
 //
 // A test of a retry configuration then runs in milliseconds, with real
 // connections, and can assert how many attempts were sent and how long the
@@ -15,5 +16,5 @@
 //	// srv.Requests() == 3; clock.Sleeps() holds the two waits.
 //
 // Servers given a testing.TB are closed when the test ends. docs/testing.md
-// in the module describes the kit and what the fake clock does not govern.
+// in the module describes the kit and what the fake clock governs.
 package retryhttptest
