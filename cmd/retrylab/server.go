@@ -237,3 +237,14 @@ func get(ctx context.Context, c *http.Client, url string) error {
 	}
 	return nil
 }
+
+// gaveUp counts the outcomes whose client gave up (http.Client.Timeout).
+func gaveUp(cfg config, outcomes []outcome) int {
+	n := 0
+	for _, o := range outcomes {
+		if !o.ok && o.latency >= cfg.scale(clientLimit) {
+			n++
+		}
+	}
+	return n
+}

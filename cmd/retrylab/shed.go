@@ -60,10 +60,11 @@ type shedRow struct {
 	limit         string // the shedder's limit at the end, "—" without one
 	sum           summary
 	attempts      int64
-	shed          int64 // attempts refused by the shedder
-	useful        int64 // attempts worked on and answered 200 to a caller still waiting
-	wasted        int64 // attempts worked on for a caller that had gone
-	abandoned     int64 // attempts still queued when the run ended
+	tries         [maxTry]tries // of those, by attempt number
+	shed          int64         // attempts refused by the shedder
+	useful        int64         // attempts worked on and answered 200 to a caller still waiting
+	wasted        int64         // attempts worked on for a caller that had gone
+	abandoned     int64         // attempts still queued when the run ended
 	amplification float64
 	goodput       float64   // useful answers per second, while the load ran
 	useful100     []float64 // useful answers per 100ms
@@ -129,7 +130,7 @@ func shedRun(ctx context.Context, cfg config, r shedResult, p policy, k shedServ
 	srv.close()
 
 	row := shedRow{
-		policy: p, server: k.name, limit: "—", sum: cfg.summarize(outcomes), attempts: srv.requests.Load(),
+		policy: p, server: k.name, limit: "—", sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(),
 		useful: pool.useful.Load(), wasted: pool.wasted.Load(), abandoned: pool.abandoned.Load(),
 	}
 	if shedder != nil {
