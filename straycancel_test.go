@@ -22,8 +22,14 @@ import (
 // after handing it to another request; the other half never cancel, and
 // every one of their requests must succeed. The base transport has one
 // connection, so that a request waits for it each time it is freed. It runs
-// until the base transport has returned 3 stray cancellations, or for 4 s.
+// until the base transport has returned 3 stray cancellations, or for 3 s,
+// through the retry loop, then with hedging.
 func TestStrayCancellationIsRetried(t *testing.T) {
+	t.Run("retry loop", func(t *testing.T) { testStrayCancellation(t) })
+	t.Run("hedged", func(t *testing.T) { testStrayCancellation(t, retryhttp.WithHedging(time.Millisecond, 1)) })
+}
+
+func testStrayCancellation(t *testing.T, opts ...retryhttp.Option) {
 	var cancels sync.Map // X-Cancel value: the context.CancelFunc of that request
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := cancels.Load(r.Header.Get("X-Cancel"))
@@ -49,14 +55,14 @@ func TestStrayCancellationIsRetried(t *testing.T) {
 		}
 		return res, err
 	})
-	tr := newTransport(t, retryhttp.WithTransport(counting), unlimitedBudget,
-		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 }))
+	tr := newTransport(t, append([]retryhttp.Option{retryhttp.WithTransport(counting), unlimitedBudget,
+		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })}, opts...)...)
 	client := &http.Client{Transport: tr}
 
 	var next, sent atomic.Int64
 	var failedMu sync.Mutex
 	var failed []error // requests of the clients that never cancel
-	deadline := time.Now().Add(4 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Add(1)
