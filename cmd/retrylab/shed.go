@@ -163,10 +163,26 @@ type workerPool struct {
 	useful, wasted, abandoned atomic.Int64
 }
 
-func (p *workerPool) serve(w http.ResponseWriter, r *http.Request) {
+// take waits for a free worker and reports whether it got one: false if
+// the run ended (quit) first. A worker free at once is taken even after the
+// end: only a request that had to queue is abandoned. (A select over both
+// would pick at random when both are ready.)
+func (p *workerPool) take() bool {
 	select {
 	case p.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return true
 	case <-p.quit:
+		return false
+	}
+}
+
+func (p *workerPool) serve(w http.ResponseWriter, r *http.Request) {
+	if !p.take() {
 		p.abandoned.Add(1)
 		return
 	}
