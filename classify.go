@@ -129,7 +129,8 @@ func hasDialOp(err error) bool {
 // connection already closed (net.ErrClosed: net/http closes a keep-alive
 // connection when it sees the server close it, which can be while a request
 // is being written to it); or, in HTTP/2, the stream was reset or the server
-// closed the connection after a GOAWAY.
+// closed the connection after a GOAWAY; or another request's cancellation
+// closed it (straycancel.go).
 func isConnLost(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, net.ErrClosed) ||
@@ -138,6 +139,7 @@ func isConnLost(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, io.EOF) ||
 		isHTTP2StreamResetAs(err) ||
+		errors.Is(err, errStrayCancel) || // straycancel.go
 		anyLeaf(err, func(e error) bool { return lostByMessage(e.Error()) })
 }
 

@@ -15,10 +15,11 @@ import (
 // transport sends a second one alongside it; the second answers, wins, and
 // the first is cancelled.
 func ExampleWithHedging() {
-	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hits.Add(1) == 1 {
-			<-r.Context().Done() // hangs until the transport cancels it
+		// The first attempt (hedges carry AttemptHeader) hangs until the
+		// transport cancels it, whichever arrives first.
+		if r.Header.Get(retryhttp.AttemptHeader) == "" {
+			<-r.Context().Done()
 			return
 		}
 		fmt.Fprint(w, "fast")

@@ -257,6 +257,7 @@ func (t *Transport) send(req *http.Request, timeout time.Duration) (*http.Respon
 	} else {
 		res, err = t.baseTransport().RoundTrip(req)
 	}
+	err = strayCancel(req, err) // straycancel.go
 	switch {
 	case err != nil && res != nil:
 		discard(res)

@@ -66,8 +66,8 @@ func TestHedgeTail(t *testing.T) {
 	}
 
 	// What holds on any machine, loaded or not, under the race detector
-	// too: the budget bounds the extra requests, and requests succeed (but
-	// for the rare spurious cancellation of docs/hedging.md). The latency
+	// too: the budget bounds the extra requests, and requests succeed (a
+	// stray cancellation, docs/hedging.md, is retried). The latency
 	// claims need a machine that keeps up with 10 ms sleeps: the full
 	// measure checks them, and the root package's
 	// TestAdaptiveHedgingFollowsTheTail checks hedges beat the tail.

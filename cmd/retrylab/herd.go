@@ -107,11 +107,7 @@ func herdRun(ctx context.Context, cfg config, r herdResult, p policy) (herdRow, 
 	row := herdRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(), arrived: arrived}
 	row.retryPeak = srv.retriedPeak(r.outageTo) // over the normal load in finish
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
-	for _, o := range outcomes {
-		if !o.ok && o.latency >= cfg.scale(clientLimit) {
-			row.gaveUp++
-		}
-	}
+	row.gaveUp = gaveUp(cfg, outcomes)
 	row.check = run.check
 	row.recovery, row.recovered = settled(outcomes, time.Duration(r.outageTo)*width, cfg.scale(herdPeriod), cfg.scale(cfg.duration))
 	return row, nil

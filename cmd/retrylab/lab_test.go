@@ -125,12 +125,7 @@ func TestHerd(t *testing.T) {
 	// attempts: 1 + 3·7/20 ≈ 2.05 per request over the run when the outage
 	// falls as planned (buckets 5 to 12 of 20), less when a stall moves
 	// requests out of it.
-	imm := immediate.tries
-	for k := range maxTry - 1 {
-		assert.LessOrEqual(t, imm[k+1].arrived, imm[k].live, "immediate: attempt %d", k+2)
-	}
-	live, retries := imm[0].live+imm[1].live+imm[2].live, imm[1].arrived+imm[2].arrived+imm[3].arrived
-	assert.GreaterOrEqual(t, retries, live-int64(immediate.gaveUp), "immediate: retries of live failures")
+	assertRetriedLive(t, "immediate", immediate.tries, immediate.gaveUp)
 
 	// The defaults: a request whose first attempt failed gets at most one
 	// second attempt, sent at once with a token or parked until the host
@@ -143,19 +138,43 @@ func TestHerd(t *testing.T) {
 	// ≈ 1.57 when the outage falls as planned (f = 7/20 of the first
 	// attempts, S ≈ n): the bar of 1.6.
 	for _, r := range []herdRow{defaults, rows[defaultsPerClientPolicy().name]} {
-		var failed int64
-		for _, c := range r.tries {
-			failed += c.failed
-		}
-		first, s := r.tries[0].failed, r.attempts-failed
-		assert.LessOrEqual(t, r.tries[1].arrived, first, r.policy.name)
-		assert.LessOrEqual(t, float64(r.attempts-r.tries[0].arrived), float64(first+10+probes)+0.1*float64(s), r.policy.name)
+		assertBudgeted(t, r.policy.name, r.attempts, r.tries)
 	}
 	// Peaks are not compared: at this scale one bucket is 25ms, and a
 	// scheduler stall under the race detector moves requests from one
 	// bucket to the next. The counts do not depend on such timing.
 	assert.Positive(t, defaults.peak)
 	assert.Greater(t, res.herd.normal, 0.0)
+}
+
+// assertRetriedLive checks what immediate retries without a budget do
+// with the failures they get: every failure whose client is still waiting
+// (live) is retried at once, up to 3 times, and nothing else is; a retry
+// sent does not arrive only if its client gives up first, which ends the
+// request: at most one per request that gave up (gaveUp).
+func assertRetriedLive(t *testing.T, name string, tries [maxTry]tries, gaveUp int) {
+	t.Helper()
+	for k := range maxTry - 1 {
+		assert.LessOrEqual(t, tries[k+1].arrived, tries[k].live, "%s: attempt %d", name, k+2)
+	}
+	live, retries := tries[0].live+tries[1].live+tries[2].live, tries[1].arrived+tries[2].arrived+tries[3].arrived
+	assert.GreaterOrEqual(t, retries, live-int64(gaveUp), "%s: retries of live failures", name)
+}
+
+// assertBudgeted checks the retries of retryhttp's defaults, by attempt
+// number: a request whose first attempt failed gets at most one second
+// attempt (F requests, the first attempts that failed), and all the retries
+// together are at most F + 10 + 0.1·S + probes, S the successful attempts
+// (see TestHerd).
+func assertBudgeted(t *testing.T, name string, attempts int64, tries [maxTry]tries) {
+	t.Helper()
+	var failed int64
+	for _, c := range tries {
+		failed += c.failed
+	}
+	first, s := tries[0].failed, attempts-failed
+	assert.LessOrEqual(t, tries[1].arrived, first, name)
+	assert.LessOrEqual(t, float64(attempts-tries[0].arrived), float64(first+10+probes)+0.1*float64(s), name)
 }
 
 // probes bounds the retries a budget's parked retries send to a dead host
@@ -200,11 +219,18 @@ func TestOverload(t *testing.T) {
 	rows := map[string]overloadRow{}
 	for _, r := range res.overload.rows {
 		rows[r.policy.name] = r
+		t.Logf("%s: %d requests, %d attempts, by attempt number %+v, %d gave up",
+			r.policy.name, r.sum.requests, r.attempts, r.tries, r.gaveUp)
 		assert.Positive(t, r.goodput, r.policy.name)
+		assert.Equal(t, 40*4, r.sum.requests, r.policy.name) // 40 clients, 2s / 500ms
 	}
+	// How many first attempts the server shed depends on the timing, which
+	// a loaded machine changes (a stall delays requests into one burst, or
+	// past their clients' limit): the amplifications are not compared, but
+	// what each policy did with the failures it got, as in TestHerd.
 	immediate, defaults := rows[immediatePolicy().name], rows[defaultsPolicy().name]
-	assert.Greater(t, immediate.amplification, defaults.amplification)
-	assert.Less(t, defaults.amplification, 1.3)
+	assertRetriedLive(t, immediate.policy.name, immediate.tries, immediate.gaveUp)
+	assertBudgeted(t, defaults.policy.name, defaults.attempts, defaults.tries)
 	assert.InDelta(t, overloadFactor, res.overload.offered/res.overload.capRate, 0.5)
 }
 
@@ -233,11 +259,12 @@ func TestShed(t *testing.T) {
 			assert.Zero(t, r.abandoned, "%s: nothing queues in the workers", name)
 			assert.Equal(t, "2", r.limit, name)
 		}
+		t.Logf("%s: %d requests, %d attempts, by attempt number %+v", name, r.sum.requests, r.attempts, r.tries)
 		if r.policy.name == defaultsPolicy().name {
-			// The budget: at most 10 retries, plus a tenth of the successes
-			// (each a useful answer), plus a few replays net/http makes on
-			// its own on a reused connection that dies before answering.
-			assert.LessOrEqual(t, float64(r.attempts), float64(r.sum.requests)+10+0.1*float64(r.useful)+5, name)
+			// The budget, counted by attempt number, so that the replays
+			// net/http makes on its own (on a reused connection that dies
+			// before answering) do not count as retries.
+			assertBudgeted(t, name, r.attempts, r.tries)
 		}
 		assert.Len(t, r.useful100, res.shed.buckets+shedTail, name)
 	}
@@ -618,10 +645,16 @@ func TestUntilCalm(t *testing.T) {
 	assert.Zero(t, cfg.reruns(6).left)
 }
 
+// TestLagProbe checks that a probe records sorted lags. On a loaded machine
+// its goroutine may not run at all within 20ms: a probe that saw no tick is
+// tried again, up to 50 times (a second of the machine not running it).
 func TestLagProbe(t *testing.T) {
-	p := startLagProbe(time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
-	lags := p.finish()
+	var lags []time.Duration
+	for i := 0; i < 50 && len(lags) == 0; i++ {
+		p := startLagProbe(time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+		lags = p.finish()
+	}
 	assert.NotEmpty(t, lags)
 	assert.True(t, slices.IsSorted(lags))
 }

@@ -20,9 +20,11 @@ type overloadRow struct {
 	policy        policy
 	sum           summary
 	attempts      int64
-	amplification float64   // attempts per client request
-	goodput       float64   // 200s per second at the server, while the load ran
-	arrived       []float64 // requests per 100ms at the server
+	tries         [maxTry]tries // of those, by attempt number
+	gaveUp        int           // requests whose client gave up (http.Client.Timeout)
+	amplification float64       // attempts per client request
+	goodput       float64       // 200s per second at the server, while the load ran
+	arrived       []float64     // requests per 100ms at the server
 	check         machineCheck
 }
 
@@ -75,7 +77,8 @@ func overloadRun(ctx context.Context, cfg config, r overloadResult, p policy) (o
 	for i := range loadArrived {
 		served += loadArrived[i] - loadFailed[i]
 	}
-	row := overloadRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), arrived: arrived}
+	row := overloadRow{policy: p, sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(), arrived: arrived}
+	row.gaveUp = gaveUp(cfg, outcomes)
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
 	row.goodput = served / cfg.duration.Seconds()
 	row.check = run.check

@@ -36,6 +36,8 @@ type server struct {
 	failed   []atomic.Int64
 	useful   []atomic.Int64
 
+	mu       sync.Mutex     // guards closed and the handlers' Add
+	closed   bool           // close has begun: handlers that start now touch nothing
 	handlers sync.WaitGroup // running handlers, waited for by close
 }
 
@@ -72,7 +74,10 @@ func startServer(h handlerFunc, start time.Time, width time.Duration, n int) (*s
 	}
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.handlers.Add(1)
+			if !s.enter() {
+				w.WriteHeader(http.StatusServiceUnavailable) // closing: neither counted nor handled
+				return
+			}
 			defer s.handlers.Done()
 			s.requests.Add(1)
 			try := &s.byTry[min(retryhttp.AttemptFromRequest(r), maxTry)-1]
@@ -149,9 +154,28 @@ func (s *server) usefulSeries(n int) []float64 {
 	return useful
 }
 
-// close stops the server and waits for its handlers to return.
+// enter registers a handler that starts, and reports whether it may run:
+// not once close has begun. A handler that net/http started just before
+// close (its connection accepted, its request read) can reach this after
+// close returned: it must then touch neither the counts nor the handler's
+// state, which the caller reads once close returns.
+func (s *server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// close stops the server and waits for the handlers that entered to return;
+// none enters after. Closing twice is harmless.
 func (s *server) close() {
 	_ = s.srv.Close()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.handlers.Wait()
 }
 
@@ -226,4 +250,15 @@ func get(ctx context.Context, c *http.Client, url string) error {
 		return errStatus
 	}
 	return nil
+}
+
+// gaveUp counts the outcomes whose client gave up (http.Client.Timeout).
+func gaveUp(cfg config, outcomes []outcome) int {
+	n := 0
+	for _, o := range outcomes {
+		if !o.ok && o.latency >= cfg.scale(clientLimit) {
+			n++
+		}
+	}
+	return n
 }

@@ -60,10 +60,11 @@ type shedRow struct {
 	limit         string // the shedder's limit at the end, "—" without one
 	sum           summary
 	attempts      int64
-	shed          int64 // attempts refused by the shedder
-	useful        int64 // attempts worked on and answered 200 to a caller still waiting
-	wasted        int64 // attempts worked on for a caller that had gone
-	abandoned     int64 // attempts still queued when the run ended
+	tries         [maxTry]tries // of those, by attempt number
+	shed          int64         // attempts refused by the shedder
+	useful        int64         // attempts worked on and answered 200 to a caller still waiting
+	wasted        int64         // attempts worked on for a caller that had gone
+	abandoned     int64         // attempts still queued when the run ended
 	amplification float64
 	goodput       float64   // useful answers per second, while the load ran
 	useful100     []float64 // useful answers per 100ms
@@ -129,7 +130,7 @@ func shedRun(ctx context.Context, cfg config, r shedResult, p policy, k shedServ
 	srv.close()
 
 	row := shedRow{
-		policy: p, server: k.name, limit: "—", sum: cfg.summarize(outcomes), attempts: srv.requests.Load(),
+		policy: p, server: k.name, limit: "—", sum: cfg.summarize(outcomes), attempts: srv.requests.Load(), tries: srv.tries(),
 		useful: pool.useful.Load(), wasted: pool.wasted.Load(), abandoned: pool.abandoned.Load(),
 	}
 	if shedder != nil {
@@ -162,10 +163,26 @@ type workerPool struct {
 	useful, wasted, abandoned atomic.Int64
 }
 
-func (p *workerPool) serve(w http.ResponseWriter, r *http.Request) {
+// take waits for a free worker and reports whether it got one: false if
+// the run ended (quit) first. A worker free at once is taken even after the
+// end: only a request that had to queue is abandoned. (A select over both
+// would pick at random when both are ready.)
+func (p *workerPool) take() bool {
 	select {
 	case p.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return true
 	case <-p.quit:
+		return false
+	}
+}
+
+func (p *workerPool) serve(w http.ResponseWriter, r *http.Request) {
+	if !p.take() {
 		p.abandoned.Add(1)
 		return
 	}
