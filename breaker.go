@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // CircuitState is the state of the circuit breaker of one destination host.
@@ -143,7 +145,7 @@ type breakers struct {
 	openTimeout time.Duration
 
 	clock  *Transport // whose clock (WithClock) gives the time: see now
-	hosts  *hostMap[*circuit]
+	hosts  *hostmap.Map[*circuit]
 	notify *notifier // nil without OnStateChange or hooks
 
 	onStateChange func(host string, from, to CircuitState)   // the settings'
@@ -247,7 +249,7 @@ func newBreakers(s CircuitBreakerSettings, clock *Transport) *breakers {
 		b.onStateChange = s.OnStateChange
 		b.notifyChanges()
 	}
-	b.hosts = newHostMap(maxHosts, func(k hostKey) *circuit {
+	b.hosts = hostmap.New(maxHosts, func(k hostmap.Key) *circuit {
 		c := &circuit{host: k.String(), b: b}
 		c.phase.Store(b.newPhase(CircuitClosed, b.now()))
 		return c
@@ -327,7 +329,7 @@ func (b *breakers) stateChanged(host string, from, to CircuitState) {
 // outcome; if not, an error wrapping ErrCircuitOpen. A closed circuit
 // answers without a lock.
 func (b *breakers) allow(req *http.Request) (ticket, error) {
-	c := b.hosts.getOrCreate(keyOf(req))
+	c := b.hosts.GetOrCreate(hostmap.KeyOf(req))
 	if p := c.phase.Load(); p.state == CircuitClosed {
 		return ticket{c, p, p.allowed(b.ageNow(p))}, nil
 	}
@@ -410,7 +412,7 @@ func (b *breakers) done(t ticket, req *http.Request, res *http.Response, err err
 	c.mu.Unlock()
 	b.notify.flush()
 	if s == errSampleFailed && open {
-		b.failParked(c, keyOf(req))
+		b.failParked(c, hostmap.KeyOf(req))
 	}
 }
 
@@ -491,9 +493,9 @@ func (c *circuit) state(now time.Time) CircuitState {
 	return c.current(now).state
 }
 
-// idle reports whether the circuit is closed and let no request through
+// Idle reports whether the circuit is closed and let no request through
 // within its window, so that forgetting it loses nothing.
-func (c *circuit) idle() bool {
+func (c *circuit) Idle() bool {
 	p := c.phase.Load()
 	if p.state != CircuitClosed {
 		return false
@@ -502,8 +504,8 @@ func (c *circuit) idle() bool {
 	return last == 0 || c.b.age(p, c.b.now())-(last-1) >= c.b.buckets
 }
 
-// busy reports false: a circuit may always be forgotten.
-func (c *circuit) busy() bool { return false }
+// Busy reports false: a circuit may always be forgotten.
+func (c *circuit) Busy() bool { return false }
 
 // isOpen reports whether the circuit of req's destination is open. A nil
 // b has no circuits.
@@ -511,7 +513,7 @@ func (b *breakers) isOpen(req *http.Request) bool {
 	if b == nil {
 		return false
 	}
-	c, ok := b.hosts.get(keyOf(req))
+	c, ok := b.hosts.Get(hostmap.KeyOf(req))
 	return ok && c.state(b.now()) == CircuitOpen
 }
 

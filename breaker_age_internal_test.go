@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -82,7 +83,7 @@ func TestBreakerCountsConcurrentSuccessesOnTheRealClock(t *testing.T) {
 	}
 	wg.Wait()
 
-	c, ok := b.hosts.get(keyOf(req))
+	c, ok := b.hosts.Get(hostmap.KeyOf(req))
 	require.True(t, ok)
 	p := c.phase.Load()
 	require.Equal(t, CircuitClosed, p.state)
@@ -99,7 +100,7 @@ func TestBreakerCountsConcurrentSuccessesOnTheRealClock(t *testing.T) {
 	last := p.lastAllow.Load()
 	require.NotZero(t, last, "requests were allowed")
 	assert.LessOrEqual(t, last-1, b.ageNow(p), "the last request allowed is of an age past")
-	assert.False(t, c.idle(), "a circuit used within its window is not idle")
+	assert.False(t, c.Idle(), "a circuit used within its window is not idle")
 }
 
 // TestBreakerDoneCountsAsSampleSays gives a closed circuit every kind of

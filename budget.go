@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // Defaults of RetryBudgetOptions.
@@ -129,7 +131,7 @@ type RetryBudgetOptions struct {
 type RetryBudget struct {
 	ratio    int64 // micro-tokens deposited per success, in [1, capacity]
 	capacity int64 // micro-tokens
-	hosts    *hostMap[*hostState]
+	hosts    *hostmap.Map[*hostState]
 
 	noParking bool
 	maxWait   time.Duration
@@ -182,7 +184,7 @@ func newRetryBudget(opts RetryBudgetOptions, now func() time.Time) *RetryBudget 
 		maxHosts = DefaultRetryBudgetMaxHosts
 	}
 	full := b.capacity
-	b.hosts = newHostMap(maxHosts, func(hostKey) *hostState {
+	b.hosts = hostmap.New(maxHosts, func(hostmap.Key) *hostState {
 		return newHostState(full, b.clock())
 	})
 	return b
@@ -220,7 +222,7 @@ func (b *RetryBudget) withdraw(req *http.Request) bool {
 	if b == nil {
 		return true
 	}
-	return b.hosts.getOrCreate(keyOf(req)).withdraw()
+	return b.hosts.GetOrCreate(hostmap.KeyOf(req)).withdraw()
 }
 
 // deposit records the outcome of an attempt that sent req, not a first
@@ -262,13 +264,13 @@ func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOu
 	case l != nil && l.host != nil:
 		h = l.host
 	case !ok:
-		h = b.hosts.getOrCreate(keyOf(req))
+		h = b.hosts.GetOrCreate(hostmap.KeyOf(req))
 	default:
 		var found bool
-		if h, found = b.hosts.lastOf(req.URL); found {
+		if h, found = b.hosts.LastOf(req.URL); found {
 			break // the host of the previous lookup, found without its key
 		}
-		if h, found = b.hosts.getIfRoom(keyOf(req)); !found {
+		if h, found = b.hosts.GetIfRoom(hostmap.KeyOf(req)); !found {
 			return // a host of many, with a full bucket: nothing to record
 		}
 	}

@@ -1,6 +1,10 @@
 package retryhttp
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+)
 
 // HostBudget is the state of one destination host in a RetryBudget, as
 // RetryBudget.Hosts reports it: what an operator watches to see a storm
@@ -37,7 +41,7 @@ func (b *RetryBudget) Hosts() iter.Seq[HostBudget] {
 		if b == nil {
 			return
 		}
-		b.hosts.each(func(k hostKey, h *hostState) bool {
+		b.hosts.Each(func(k hostmap.Key, h *hostState) bool {
 			return yield(HostBudget{
 				Destination: k.String(),
 				Tokens:      float64(h.tokens.Load()) / tokenScale,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +26,7 @@ func TestAttemptTimerOnRealClocks(t *testing.T) {
 	getOK(t, tr, context.Background(), srv.URL)
 	after := b.clock()
 
-	h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+	h, ok := b.hosts.Get(hostmap.KeyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
 	require.True(t, ok)
 	// record keeps a lastOK less than a millisecond old.
 	lastOK := h.stats.lastOK.Load()

@@ -2,11 +2,11 @@ package retryhttp
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // Test seams. Tests in package retryhttp_test reach internals through these.
@@ -85,7 +85,7 @@ func BudgetDeposit(b *RetryBudget, rawURL string, status int) {
 
 // BudgetTokens returns the tokens left for rawURL's host.
 func BudgetTokens(b *RetryBudget, rawURL string) float64 {
-	bk, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	bk, ok := b.hosts.Get(hostmap.KeyOf(mustRequest(rawURL)))
 	if !ok {
 		return float64(b.capacity) / tokenScale
 	}
@@ -93,10 +93,14 @@ func BudgetTokens(b *RetryBudget, rawURL string) float64 {
 }
 
 // BudgetHosts returns the number of hosts whose buckets b keeps.
-func BudgetHosts(b *RetryBudget) int { return b.hosts.len() }
+func BudgetHosts(b *RetryBudget) int { return hostCount(b) }
 
-// HostKey returns the key of rawURL's destination, as a string.
-func HostKey(rawURL string) string { return keyOf(mustRequest(rawURL)).String() }
+// hostCount returns the number of hosts in b's map.
+func hostCount(b *RetryBudget) int {
+	n := 0
+	b.hosts.Each(func(hostmap.Key, *hostState) bool { n++; return true })
+	return n
+}
 
 func mustRequest(rawURL string) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
@@ -108,33 +112,6 @@ func mustRequest(rawURL string) *http.Request {
 
 // SetBase sets the base transport of t.
 func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
-
-// Evict fills a one-shard map with one bucket per element of idle (full
-// when true, empty when false), evicts one and returns its index.
-func Evict(idle []bool) int {
-	h := newHostMap(len(idle), func(hostKey) *hostState { return &hostState{capacity: tokenScale} })
-	h.shards = h.shards[:1]
-	h.chains = 1
-	for h.chains < len(idle) {
-		h.chains *= 2
-	}
-	for i, full := range idle {
-		if h.getOrCreate(hostKey{"http", strconv.Itoa(i)}); full {
-			v, _ := h.get(hostKey{"http", strconv.Itoa(i)})
-			v.tokens.Store(tokenScale)
-		}
-	}
-	s := &h.shards[0]
-	s.mu.Lock()
-	s.evict(*s.table.Load(), rand.Uint64())
-	s.mu.Unlock()
-	for i := range idle {
-		if _, ok := h.get(hostKey{"http", strconv.Itoa(i)}); !ok {
-			return i
-		}
-	}
-	return -1
-}
 
 // WithdrawFor exposes the budget's withdraw, for benchmarks.
 func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req) }
@@ -150,7 +127,7 @@ var MaxProbes = int(DefaultMaxParkedWait/probeQuiet) + 1
 // BudgetPacing returns the window of rawURL's host, its slots held and the
 // retries parked on it.
 func BudgetPacing(b *RetryBudget, rawURL string) (window float64, inFlight, parked int) {
-	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	h, ok := b.hosts.Get(hostmap.KeyOf(mustRequest(rawURL)))
 	if !ok {
 		return initialWindow, 0, 0
 	}
@@ -165,7 +142,7 @@ func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
 // BudgetGateClosed reports whether rawURL's host has enough recent first
 // attempts for its gate to judge, and the gate is closed.
 func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
-	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
+	h, ok := b.hosts.Get(hostmap.KeyOf(mustRequest(rawURL)))
 	if !ok {
 		return false
 	}
@@ -186,8 +163,11 @@ func RedactURLsIn(msg string) string { return redactURLsIn(msg) }
 // BudgetOutage puts rawURL's host in an outage, as if its latest
 // outageStreak attempts had failed: retries without a token park there.
 func BudgetOutage(b *RetryBudget, rawURL string) {
-	b.hosts.getOrCreate(keyOf(mustRequest(rawURL))).stats.streak.Store(outageStreak)
+	b.hosts.GetOrCreate(hostmap.KeyOf(mustRequest(rawURL))).stats.streak.Store(outageStreak)
 }
 
 // OutageStreak is the number of failures in a row that make an outage.
 const OutageStreak = outageStreak
+
+// HostKey returns the key of rawURL's destination, as a string.
+func HostKey(rawURL string) string { return hostmap.KeyOf(mustRequest(rawURL)).String() }

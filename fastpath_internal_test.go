@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp/internal/hop"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -178,7 +179,7 @@ func TestFastPathStillSettles(t *testing.T) {
 		getOK(t, tr, context.Background(), srv.URL)
 	}
 	req := httptest.NewRequest(http.MethodGet, srv.URL, nil)
-	h, ok := b.hosts.get(keyOf(req))
+	h, ok := b.hosts.Get(hostmap.KeyOf(req))
 	require.True(t, ok, "the host has a state")
 	okN, fail, _, _ := h.stats.recent(b.clock())
 	assert.Equal(t, int64(5), okN)

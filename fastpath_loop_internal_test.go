@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,7 +65,7 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 				res.Body.Close()
 				assert.Equal(t, tt.want, res.StatusCode, "hooks %v", hooked)
 				assert.Equal(t, int32(tt.attempts), n.Load(), "hooks %v", hooked)
-				h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+				h, ok := b.hosts.Get(hostmap.KeyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
 				require.True(t, ok)
 				okN, failN, _, _ := h.stats.recent(b.clock())
 				wantOK := int64(1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +42,7 @@ func TestHedgedAttemptTimedOnRealClocks(t *testing.T) {
 	hedgedGET(t, tr, srv.URL)
 	after := b.clock()
 
-	h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+	h, ok := b.hosts.Get(hostmap.KeyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
 	require.True(t, ok)
 	lastOK := h.stats.lastOK.Load() // kept if less than a millisecond old
 	assert.GreaterOrEqual(t, lastOK, before-int64(time.Millisecond))
@@ -64,7 +65,7 @@ func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
 		WithClock(clock))
 	hedgedGET(t, tr, srv.URL)
 
-	h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+	h, ok := b.hosts.Get(hostmap.KeyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
 	require.True(t, ok)
 	okN, _, _, minLat := h.stats.recent(b.clock())
 	assert.Equal(t, int64(1), okN)

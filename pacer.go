@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // Parameters of the pacing of parked retries. docs/storms.md explains each.
@@ -78,15 +80,15 @@ func newHostState(capacity, at int64) *hostState {
 	return h
 }
 
-// idle reports whether forgetting the host loses nothing: a full bucket,
+// Idle reports whether forgetting the host loses nothing: a full bucket,
 // and nothing parked or in flight.
-func (h *hostState) idle() bool {
-	return h.tokens.Load() >= h.capacity && !h.busy()
+func (h *hostState) Idle() bool {
+	return h.tokens.Load() >= h.capacity && !h.Busy()
 }
 
-// busy reports whether callers wait on the host, or hold its slots: its
+// Busy reports whether callers wait on the host, or hold its slots: its
 // state must then be kept.
-func (h *hostState) busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
+func (h *hostState) Busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
 
 // pacer is the window of parked retries of one host and their queue.
 type pacer struct {
@@ -394,7 +396,7 @@ func (b *RetryBudget) takeNow(req *http.Request) (lease, bool) {
 	if b == nil {
 		return lease{}, true
 	}
-	h := b.hosts.getOrCreate(keyOf(req))
+	h := b.hosts.GetOrCreate(hostmap.KeyOf(req))
 	if h.withdraw() {
 		return lease{host: h}, true
 	}

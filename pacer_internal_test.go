@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ type pacerFixture struct {
 func newPacerFixture(t *testing.T) *pacerFixture {
 	c := newFakeClock()
 	b := c.budget()
-	h := b.hosts.getOrCreate(hostKey{"http", "example.test"})
+	h := b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "example.test"})
 	for h.withdraw() {
 	}
 	h.stats.record(b.clock(), false, false, 0) // a retry just failed
@@ -279,13 +280,13 @@ func TestPacerWindowStartsSlowAfterIdle(t *testing.T) {
 func TestPacerBusyHostIsNeverEvicted(t *testing.T) {
 	c := newFakeClock()
 	b := newRetryBudget(RetryBudgetOptions{MaxHosts: 1}, c.now)
-	h := b.hosts.getOrCreate(hostKey{"http", "a.example"})
+	h := b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "a.example"})
 	h.lock(func() { h.step(b, b.clock(), input{ev: evPark, w: newTestWaiter(nil)}) })
 	for i := range 100 {
-		b.hosts.getOrCreate(hostKey{"http", "h" + string(rune('a'+i%26)) + ".example"})
+		b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "h" + string(rune('a'+i%26)) + ".example"})
 	}
-	got, ok := b.hosts.get(hostKey{"http", "a.example"})
+	got, ok := b.hosts.Get(hostmap.Key{Scheme: "http", Host: "a.example"})
 	require.True(t, ok, "a host with a parked retry stays")
 	assert.Same(t, h, got)
-	assert.LessOrEqual(t, b.hosts.len(), 2, "the others evict each other")
+	assert.LessOrEqual(t, hostCount(b), 2, "the others evict each other")
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // maxParkedBody bounds the body of a response that a parked retry keeps
@@ -37,7 +39,7 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	}
 	// While retries are parked on the host, a retry queues behind them
 	// even with a token: they leave in turn, at the host's pace.
-	h := b.hosts.getOrCreate(keyOf(a.Req))
+	h := b.hosts.GetOrCreate(hostmap.KeyOf(a.Req))
 	if h.waiting.Load() == 0 && h.withdraw() {
 		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
 	}
@@ -325,19 +327,19 @@ func (bs *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool
 	if bs == nil {
 		return enqueue()
 	}
-	c := bs.hosts.getOrCreate(keyOf(req))
+	c := bs.hosts.GetOrCreate(hostmap.KeyOf(req))
 	c.parkMu.Lock()
 	defer c.parkMu.Unlock()
 	if !enqueue() {
 		return false
 	}
-	k := keyOf(req)
+	k := hostmap.KeyOf(req)
 	kept := c.parkedIn[:0]
 	found := false
 	for _, b := range c.parkedIn {
 		// Forget the budgets where nothing is parked on the host: none of
 		// this transport's retries, which park under parkMu, waits there.
-		if h, ok := b.hosts.get(k); b == in || ok && h.waiting.Load() > 0 {
+		if h, ok := b.hosts.Get(k); b == in || ok && h.waiting.Load() > 0 {
 			kept = append(kept, b)
 			found = found || b == in
 		}
@@ -355,7 +357,7 @@ func (bs *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool
 
 // failParked fails at once this transport's retries parked on the host of
 // k, in every budget they parked in: its circuit c opened.
-func (bs *breakers) failParked(c *circuit, k hostKey) {
+func (bs *breakers) failParked(c *circuit, k hostmap.Key) {
 	c.parkMu.Lock()
 	defer c.parkMu.Unlock()
 	for _, b := range c.parkedIn {
@@ -365,11 +367,11 @@ func (bs *breakers) failParked(c *circuit, k hostKey) {
 
 // failParked fails at once the retries parked on the host of k by
 // Transports whose circuit breakers are owner: their circuit opened.
-func (b *RetryBudget) failParked(k hostKey, owner any) {
+func (b *RetryBudget) failParked(k hostmap.Key, owner any) {
 	if b == nil {
 		return
 	}
-	h, ok := b.hosts.get(k)
+	h, ok := b.hosts.Get(k)
 	if !ok || h.waiting.Load() == 0 {
 		return
 	}

@@ -3,6 +3,8 @@ package retryhttp
 import (
 	"log/slog"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // ParkKind says what happened to a parked retry.
@@ -90,7 +92,7 @@ func (o *observer) reportPark(e ParkEvent, h *hostState) {
 	h.mu.Lock()
 	e.Window, e.InFlight, e.Parked = int(h.p.window), h.p.inFlight, h.p.queue.n
 	h.mu.Unlock()
-	e.Host = keyOf(e.Attempt.Req).String()
+	e.Host = hostmap.KeyOf(e.Attempt.Req).String()
 	for _, fn := range o.onPark {
 		fn(e)
 	}
