@@ -51,7 +51,10 @@ type clockTimer = Timer
 // context deadline is compared with c's time before each wait, but the
 // context's own timer runs on the real clock.
 func WithClock(c Clock) Option {
-	return func(t *Transport) { t.clk = c }
+	return func(t *Transport) {
+		t.clk = c
+		t.breakers.setClock(c)
+	}
 }
 
 // realClock is the clock of the time package.

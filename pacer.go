@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
@@ -141,7 +142,7 @@ type input struct {
 	seq     uint64        // evSettle: the number of the slot
 	lat     time.Duration // evSettle: the attempt's latency…
 	timeout time.Duration // …and its timeout, if it had one
-	owner   any           // evFail: whose parked retries fail
+	owner   *breaker.Set  // evFail: whose parked retries fail
 }
 
 // step is the transition function of a host's pacing state: it applies in

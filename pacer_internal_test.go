@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,12 +13,14 @@ import (
 // fakeClock is a clock that moves only when told.
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time            { return c.t }
-func (c *fakeClock) advance(d time.Duration)   { c.t = c.t.Add(d) }
-func newFakeClock() *fakeClock                 { return &fakeClock{t: time.Unix(1_000_000, 0)} }
-func (c *fakeClock) budget() *RetryBudget      { return newRetryBudget(RetryBudgetOptions{}, c.now) }
-func (h *hostState) lock(f func())             { h.mu.Lock(); defer h.mu.Unlock(); f() }
-func newTestWaiter(owner any) *waiter          { return &waiter{ch: make(chan struct{}, 1), owner: owner} }
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock               { return &fakeClock{t: time.Unix(1_000_000, 0)} }
+func (c *fakeClock) budget() *RetryBudget    { return newRetryBudget(RetryBudgetOptions{}, c.now) }
+func (h *hostState) lock(f func())           { h.mu.Lock(); defer h.mu.Unlock(); f() }
+func newTestWaiter(owner *breaker.Set) *waiter {
+	return &waiter{ch: make(chan struct{}, 1), owner: owner}
+}
 func (h *hostState) released(ws []*waiter) int { return countState(ws, waitReleased) }
 
 func countState(ws []*waiter, s waitState) int {
@@ -250,7 +253,7 @@ func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 
 func TestPacerCircuitOpenFailsItsOwnersWaiters(t *testing.T) {
 	f := newPacerFixture(t)
-	mine, theirs := &breakers{}, &breakers{}
+	mine, theirs := new(breaker.Set), new(breaker.Set)
 	a, b := newTestWaiter(mine), newTestWaiter(theirs)
 	f.step(input{ev: evPark, w: a})
 	f.step(input{ev: evPark, w: b})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
@@ -168,7 +169,7 @@ func (p *prefixedBody) Close() error { return p.body.Close() }
 // recent first attempts change with time alone); the others sleep until
 // their bound, or until a change of state wakes them.
 func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a Attempt, until time.Time) (lease, StopReason) {
-	w := &waiter{ch: make(chan struct{}, 1), owner: t.breakers}
+	w := &waiter{ch: make(chan struct{}, 1), owner: t.breakers.owner()}
 	if !t.breakers.park(a.Req, b, func() bool { return b.enqueue(h, w) }) {
 		return lease{}, StopBudgetRefused
 	}
@@ -254,8 +255,8 @@ const (
 type waiter struct {
 	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
 	state      waitState
-	seq        uint64 // the slot's number, once released; 0: released with a token
-	owner      any    // the circuit breakers of its Transport (evFail)
+	seq        uint64       // the slot's number, once released; 0: released with a token
+	owner      *breaker.Set // the circuits of its Transport (evFail)
 	prev, next *waiter
 }
 
@@ -316,66 +317,44 @@ func (b *RetryBudget) enqueue(h *hostState, w *waiter) bool {
 	return true
 }
 
-// park calls enqueue, which parks a retry of req in budget in, and
-// records in on the circuit of req's destination, so that the retry fails
-// at once when the circuit opens (failParked), whichever budget it parked
-// in: the transport's, or a destination's own. Both happen under the
-// circuit's parkMu, as failParked's work does, so that a circuit opening
-// meanwhile either finds the retry parked or is open before it parks (the
-// retry fails at once here). Without breakers, it only calls enqueue.
-func (bs *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool) bool {
-	if bs == nil {
+// park calls enqueue, which parks a retry of req in budget in, under the
+// circuit of req's destination (internal/breaker Set.Park), so that the
+// retry fails at once when the circuit opens. Without breakers, it only
+// calls enqueue.
+func (b *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool) bool {
+	if b == nil {
 		return enqueue()
 	}
-	c := bs.hosts.GetOrCreate(hostmap.KeyOf(req))
-	c.parkMu.Lock()
-	defer c.parkMu.Unlock()
-	if !enqueue() {
-		return false
-	}
-	k := hostmap.KeyOf(req)
-	kept := c.parkedIn[:0]
-	found := false
-	for _, b := range c.parkedIn {
-		// Forget the budgets where nothing is parked on the host: none of
-		// this transport's retries, which park under parkMu, waits there.
-		if h, ok := b.hosts.Get(k); b == in || ok && h.waiting.Load() > 0 {
-			kept = append(kept, b)
-			found = found || b == in
-		}
-	}
-	clear(c.parkedIn[len(kept):])
-	c.parkedIn = kept
-	if !found {
-		c.parkedIn = append(c.parkedIn, in)
-	}
-	if c.state(bs.now()) == CircuitOpen {
-		in.failParked(k, bs) // it opened before: the retry fails at once
-	}
-	return true
+	return b.set.Park(req, budgetParking{in}, enqueue)
 }
 
-// failParked fails at once this transport's retries parked on the host of
-// k, in every budget they parked in: its circuit c opened.
-func (bs *breakers) failParked(c *circuit, k hostmap.Key) {
-	c.parkMu.Lock()
-	defer c.parkMu.Unlock()
-	for _, b := range c.parkedIn {
-		b.failParked(k, bs)
-	}
-}
-
-// failParked fails at once the retries parked on the host of k by
-// Transports whose circuit breakers are owner: their circuit opened.
-func (b *RetryBudget) failParked(k hostmap.Key, owner any) {
+// owner returns the circuits whose opening fails a parked retry of this
+// Transport (evFail): nil without breakers.
+func (b *breakers) owner() *breaker.Set {
 	if b == nil {
-		return
+		return nil
 	}
-	h, ok := b.hosts.Get(k)
+	return b.set
+}
+
+// budgetParking is a budget as the circuits see it: a place where their
+// retries park (breaker.Parking).
+type budgetParking struct{ b *RetryBudget }
+
+// Parked reports whether retries are parked on the host of k.
+func (p budgetParking) Parked(k hostmap.Key) bool {
+	h, ok := p.b.hosts.Get(k)
+	return ok && h.waiting.Load() > 0
+}
+
+// FailParked fails at once the retries parked on the host of k by
+// Transports whose circuits are owner: their circuit opened.
+func (p budgetParking) FailParked(k hostmap.Key, owner *breaker.Set) {
+	h, ok := p.b.hosts.Get(k)
 	if !ok || h.waiting.Load() == 0 {
 		return
 	}
 	h.mu.Lock()
-	h.step(b, b.clock(), input{ev: evFail, owner: owner})
+	h.step(p.b, p.b.clock(), input{ev: evFail, owner: owner})
 	h.mu.Unlock()
 }
