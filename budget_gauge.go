@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"iter"
 
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
@@ -38,17 +39,14 @@ type HostBudget struct {
 // budget has no hosts.
 func (b *RetryBudget) Hosts() iter.Seq[HostBudget] {
 	return func(yield func(HostBudget) bool) {
-		if b == nil {
-			return
-		}
-		b.hosts.Each(func(k hostmap.Key, h *hostState) bool {
+		b.inner().Each(func(k hostmap.Key, h budget.HostState) bool {
 			return yield(HostBudget{
 				Destination: k.String(),
-				Tokens:      float64(h.tokens.Load()) / tokenScale,
-				Capacity:    int(h.capacity / tokenScale),
-				Window:      int(h.window.Load()),
-				InFlight:    int(h.inFlight.Load()),
-				Parked:      int(h.waiting.Load()),
+				Tokens:      h.Tokens,
+				Capacity:    h.Capacity,
+				Window:      h.Window,
+				InFlight:    h.InFlight,
+				Parked:      h.Parked,
 			})
 		})
 	}

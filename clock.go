@@ -85,8 +85,8 @@ func (t *Transport) startAttempt(b *RetryBudget) attemptTimer {
 	switch {
 	case b == nil:
 		return attemptTimer{}
-	case t.clk == nil && b.real:
-		return attemptTimer{at: b.since(), mono: true}
+	case t.clk == nil && b.core.Real():
+		return attemptTimer{at: b.core.Now(), mono: true}
 	}
 	return attemptTimer{start: t.clock().Now()}
 }
@@ -97,10 +97,10 @@ func (w *attemptTimer) end(t *Transport, b *RetryBudget, o *attemptOutcome) {
 	switch {
 	case b == nil:
 	case w.mono:
-		o.at, o.atKnown = b.since(), true
-		o.latency = time.Duration(o.at - w.at)
+		o.At, o.AtKnown = b.core.Now(), true
+		o.Latency = time.Duration(o.At - w.at)
 	default:
-		o.latency = t.clock().Now().Sub(w.start)
+		o.Latency = t.clock().Now().Sub(w.start)
 	}
 }
 
