@@ -43,11 +43,14 @@ type clockTimer = Timer
 // its window), whatever the order of the options. The default, used also
 // for nil, is the real clock (time.Now and the time package's timers).
 //
-// Three stay on the real clock, by design: the retry budget's own
-// accounting (its refill and its quiet times), which a RetryBudget may share
-// with many Transports; the Retry-After dates read by DefaultDelayFn, a
-// function of the Attempt alone; and the bound on draining a discarded
-// response body, which bounds real I/O on a real connection. A caller's
+// The retry budget's own accounting (its hosts' recent outcomes, the pace
+// of parked retries, a host's MaxWait without a success) runs on the
+// budget's clock, RetryBudgetOptions.Clock, since a RetryBudget may be
+// shared by Transports on different clocks: a test on a fake clock gives
+// both the same one. Two stay on the real clock, by design: the
+// Retry-After dates read by DefaultDelayFn, a function of the Attempt
+// alone; and the bound on draining a discarded response body, which bounds
+// real I/O on a real connection. A caller's
 // context deadline is compared with c's time before each wait, but the
 // context's own timer runs on the real clock.
 func WithClock(c Clock) Option {
@@ -71,9 +74,10 @@ func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterF
 
 // attemptTimer times one attempt for the budget (settle). When both the
 // transport and the budget run on the real clock, it reads the budget's
-// clock, monotonic only, at the start and at the end, and the end is also
-// the time settle records; otherwise it reads the transport's clock, and
-// settle reads the budget's. Without a budget there is nothing to time.
+// clock (budget.Budget.Now, monotonic only) at the start and at the end,
+// and the end is also the time settle records; otherwise it reads the
+// transport's clock, and settle reads the budget's. Without a budget there
+// is nothing to time.
 type attemptTimer struct {
 	start time.Time // the transport's clock, unless mono
 	at    int64     // the budget's clock, if mono
