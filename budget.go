@@ -205,9 +205,10 @@ func withBudget(b *RetryBudget) patch { return func(s *settings) { s.budget = b 
 func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 
 // settle records the outcome of an attempt that sent req (budget.Settle):
-// res is a success as failure.go's success says.
-func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOutcome, l *lease) {
-	b.inner().Settle(req, success(res), res != nil, o, l)
+// ok if its response is a success (failure.go's success), answered if it
+// brought one.
+func (b *RetryBudget) settle(req *http.Request, ok, answered bool, o *attemptOutcome, l *lease) {
+	b.inner().Settle(req, ok, answered, o, l)
 }
 
 // takeNow claims a retry of req without waiting (budget.TakeNow).

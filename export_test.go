@@ -128,7 +128,7 @@ func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.core.Host(re
 // DepositFor records the outcome of an attempt that is neither a first
 // attempt nor a parked retry, for benchmarks.
 func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) {
-	b.settle(req, res, &attemptOutcome{}, nil)
+	b.settle(req, success(res), res != nil, &attemptOutcome{}, nil)
 }
 
 // MaxProbes bounds the retries a host's parked retries send as probes while

@@ -166,7 +166,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	sending = false
 	ao := attemptOutcome{First: true, Timeout: s.attemptTimeout}
 	timer.end(t, s.budget, &ao)
-	s.budget.settle(req, res, &ao, nil)
+	s.budget.settle(req, success(res), res != nil, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {
 		o.took = t.clock().Now().Sub(h.began)
@@ -365,7 +365,7 @@ func (h *hedge) launch(l lease, refund bool) error {
 		res, err := h.t.send(req, h.s.attemptTimeout)
 		o := attemptOutcome{Timeout: h.s.attemptTimeout, Refund: refund}
 		timer.end(h.t, h.s.budget, &o)
-		h.s.budget.settle(req, res, &o, &l)
+		h.s.budget.settle(req, success(res), res != nil, &o, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

@@ -209,7 +209,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		err = w.mark(err)
 		o := attemptOutcome{First: count == 1, Timeout: s.attemptTimeout, Refund: refundable}
 		timer.end(t, s.budget, &o)
-		s.budget.settle(sent, res, &o, &l)
+		s.budget.settle(sent, success(res), res != nil, &o, &l)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
