@@ -17,13 +17,28 @@ import (
 // fake clock instead of waiting.
 
 func TestBreakerOpenTimeoutOnTheClock(t *testing.T) {
+	for _, clockFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "WithClock first", false: "WithClock last"}[clockFirst], func(t *testing.T) {
+			testBreakerOpenTimeoutOnTheClock(t, clockFirst)
+		})
+	}
+}
+
+// testBreakerOpenTimeoutOnTheClock opens a circuit and moves the clock past
+// its OpenTimeout, with WithClock before or after WithCircuitBreaker: the
+// order of the options does not matter.
+func testBreakerOpenTimeoutOnTheClock(t *testing.T, clockFirst bool) {
 	srv := deadServer(t)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 1, OpenTimeout: time.Minute, OnStateChange: changes.record,
-		}))
+	breaker := retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		MinRequests: 1, OpenTimeout: time.Minute, OnStateChange: changes.record,
+	})
+	opts := []retryhttp.Option{retryhttp.WithClock(clock), breaker}
+	if !clockFirst {
+		opts = []retryhttp.Option{breaker, retryhttp.WithClock(clock)}
+	}
+	c := newClient(t, append([]retryhttp.Option{retryhttp.WithMaxRetries(0)}, opts...)...)
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
 	clock.Advance(time.Minute) // not after OpenTimeout yet: at it

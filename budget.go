@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 )
 
 // Defaults of RetryBudgetOptions.
@@ -69,6 +71,15 @@ type RetryBudgetOptions struct {
 	// retry without a token is dropped at once. The default is
 	// DefaultMaxParked, 10,000.
 	MaxParked int
+
+	// Clock is where the budget reads the time: its hosts' recent
+	// outcomes, the pace of parked retries, MaxWait. The default, nil, is
+	// the real clock. A budget is shared by Transports (WithRetryBudget),
+	// each with its own Clock (WithClock), so it has a clock of its own:
+	// a test on a fake clock that parks retries gives its budget the same
+	// clock (retryhttptest.Clock), so that the pacing runs without real
+	// waiting too.
+	Clock Clock
 }
 
 // RetryBudget decides which retries are sent to each destination host, so
@@ -127,34 +138,11 @@ type RetryBudgetOptions struct {
 // backends (WithRetryBudget). It is safe for concurrent use; a successful
 // attempt takes no lock and allocates nothing.
 type RetryBudget struct {
-	ratio    int64 // micro-tokens deposited per success, in [1, capacity]
-	capacity int64 // micro-tokens
-	hosts    *hostMap[*hostState]
-
-	noParking bool
-	maxWait   time.Duration
-	maxParked int
-
-	origin time.Time        // the zero of the hosts' clocks
-	now    func() time.Time // time.Now, but for tests
-	real   bool             // now is time.Now: a reading of the real clock may stand in for it
+	core *budget.Budget // internal/budget: the hosts, their buckets, statistics and windows
 }
-
-// tokenScale is the number of micro-tokens in a token: buckets count in
-// fixed point so that they can be updated with one atomic operation.
-const tokenScale = 1_000_000
-
-// maxBudgetCapacity bounds Capacity so that micro-tokens never overflow.
-const maxBudgetCapacity = 1 << 30
 
 // NewRetryBudget returns a budget configured by opts.
 func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
-	b := newRetryBudget(opts, time.Now)
-	b.real = true
-	return b
-}
-
-func newRetryBudget(opts RetryBudgetOptions, now func() time.Time) *RetryBudget {
 	capacity := opts.Capacity
 	switch {
 	case capacity <= 0:
@@ -166,26 +154,38 @@ func newRetryBudget(opts RetryBudgetOptions, now func() time.Time) *RetryBudget 
 	if ratio <= 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
 		ratio = DefaultRetryBudgetRatio
 	}
-	b := &RetryBudget{capacity: int64(capacity) * tokenScale, noParking: opts.NoParking,
-		maxWait: opts.MaxWait, maxParked: opts.MaxParked, origin: now(), now: now}
-	// A tiny ratio still deposits something; a huge one refills at once.
-	b.ratio = int64(math.Round(min(ratio, float64(capacity)) * tokenScale))
-	b.ratio = min(max(b.ratio, 1), b.capacity)
-	if b.maxWait <= 0 {
-		b.maxWait = DefaultMaxParkedWait
+	cfg := budget.Config{
+		Ratio:     ratio,
+		Capacity:  capacity,
+		MaxHosts:  positiveOr(opts.MaxHosts, DefaultRetryBudgetMaxHosts),
+		NoParking: opts.NoParking,
+		MaxWait:   positiveOr(opts.MaxWait, DefaultMaxParkedWait),
+		MaxParked: positiveOr(opts.MaxParked, DefaultMaxParked),
 	}
-	if b.maxParked <= 0 {
-		b.maxParked = DefaultMaxParked
+	var clk budget.Clock // nil: the real clock, read cheaply
+	if opts.Clock != nil {
+		clk = opts.Clock
 	}
-	maxHosts := opts.MaxHosts
-	if maxHosts <= 0 {
-		maxHosts = DefaultRetryBudgetMaxHosts
+	return &RetryBudget{core: budget.New(cfg, clk)}
+}
+
+// positiveOr returns v, or def when v is zero or negative.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	full := b.capacity
-	b.hosts = newHostMap(maxHosts, func(hostKey) *hostState {
-		return newHostState(full, b.clock())
-	})
-	return b
+	return v
+}
+
+// maxBudgetCapacity bounds Capacity so that the buckets never overflow.
+const maxBudgetCapacity = budget.MaxCapacity
+
+// inner returns b's state; nil for a nil b, which allows everything.
+func (b *RetryBudget) inner() *budget.Budget {
+	if b == nil {
+		return nil
+	}
+	return b.core
 }
 
 // defaultBudget is the budget of every Transport without WithRetryBudget.
@@ -204,134 +204,24 @@ func withBudget(b *RetryBudget) patch { return func(s *settings) { s.budget = b 
 // retryBudget returns the budget of t, nil when it is turned off.
 func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 
-// clock returns the time on the budget's clock, in nanoseconds since it was
-// made: monotonic, and cheap to store in an atomic.
-func (b *RetryBudget) clock() int64 { return int64(b.now().Sub(b.origin)) }
-
-// since is clock on the real clock, from its monotonic reading alone
-// (time.Since): cheaper than time.Now. Only for a budget whose clock is
-// real (b.real).
-func (b *RetryBudget) since() int64 { return int64(time.Since(b.origin)) }
-
-// withdraw takes one token from the bucket of req's host and reports
-// whether it could: whether one more attempt (a retry, or a hedge) may be
-// sent at once. A nil budget allows everything.
-func (b *RetryBudget) withdraw(req *http.Request) bool {
-	if b == nil {
-		return true
-	}
-	return b.hosts.getOrCreate(keyOf(req)).withdraw()
+// settle records the outcome of an attempt that sent req (budget.Settle):
+// ok if its response is a success (failure.go's success), answered if it
+// brought one.
+func (b *RetryBudget) settle(req *http.Request, ok, answered bool, o *attemptOutcome, l *lease) {
+	b.inner().Settle(req, ok, answered, o, l)
 }
 
-// deposit records the outcome of an attempt that sent req, not a first
-// attempt's nor a parked retry's: see settle.
-func (b *RetryBudget) deposit(req *http.Request, res *http.Response) {
-	b.settle(req, res, &attemptOutcome{}, nil)
+// takeNow claims a retry of req without waiting (budget.TakeNow).
+func (b *RetryBudget) takeNow(req *http.Request) (lease, bool) {
+	return b.inner().TakeNow(req)
 }
 
-// attemptOutcome is what settle needs to know of an attempt besides its
-// response.
-type attemptOutcome struct {
-	first   bool          // the request's first attempt
-	latency time.Duration // from sending to the response or error
-	timeout time.Duration // the attempt's timeout, if any
-	refund  bool          // a retry after a connection lost before any response
-	neutral bool          // cancelled: says nothing about the host
-	at      int64         // when it ended, on the budget's clock, if atKnown
-	atKnown bool          // else settle reads the clock
-}
+// The budget's types, as the loop knows them.
+type (
+	lease          = budget.Lease   // a retry's claim on its host
+	attemptOutcome = budget.Outcome // what settle needs to know of an attempt
+)
 
-// settle records the outcome of an attempt that sent req: a success
-// credits the host's bucket, and gives back the token of a retry after a
-// lost connection (which says nothing about the server's load; a server
-// that keeps breaking connections gets nothing back). A first attempt's
-// outcome feeds the host's recent statistics, for the pacing of parked
-// retries; an attempt that held a slot of the host's window (l not nil and
-// held) gives it back and moves the window. A failure makes the host's
-// state if it has none; a success does only while the budget tracks fewer
-// than MaxHosts hosts (a host without a state has a full bucket and nothing
-// parked). Without a slot, settle takes no lock, and once the host has a
-// state it does not allocate.
-func (b *RetryBudget) settle(req *http.Request, res *http.Response, o *attemptOutcome, l *lease) {
-	if b == nil {
-		return
-	}
-	ok := success(res)
-	var h *hostState
-	switch {
-	case l != nil && l.host != nil:
-		h = l.host
-	case !ok:
-		h = b.hosts.getOrCreate(keyOf(req))
-	default:
-		var found bool
-		if h, found = b.hosts.lastOf(req.URL); found {
-			break // the host of the previous lookup, found without its key
-		}
-		if h, found = b.hosts.getIfRoom(keyOf(req)); !found {
-			return // a host of many, with a full bucket: nothing to record
-		}
-	}
-	at := o.at
-	if !o.atKnown {
-		at = b.clock()
-	}
-	switch {
-	case !ok && o.first && res != nil && h.stats.streak.Load() < outageStreak:
-		// A failure the host answered, outside an outage: retries are a
-		// share of the requests it answers, not only of its successes.
-		h.deposit(b.ratio)
-	case ok:
-		h.deposit(b.ratio)
-		if o.refund {
-			h.deposit(tokenScale)
-		}
-		if l != nil && l.owed > 0 && !h.queued(at, o.latency, o.timeout) {
-			// The request's retries paid: their tokens go back.
-			h.deposit(int64(l.owed) * tokenScale)
-			l.owed = 0
-		}
-	}
-	if o.neutral || res == nil && req.Context().Err() != nil {
-		l.end(b, outNeutral, 0, 0) // cancelled: says nothing of the host
-		return
-	}
-	h.stats.record(at, ok, o.first, o.latency)
-	switch {
-	case l != nil && l.held:
-		l.end(b, outcomeOf(ok), o.latency, o.timeout)
-	case ok && h.waiting.Load() > 0:
-		// A success may open the gate for the parked retries.
-		h.mu.Lock()
-		h.step(b, at, input{ev: evPoke})
-		h.mu.Unlock()
-	}
-}
-
-// withdraw takes one token if there is one.
-func (h *hostState) withdraw() bool {
-	for {
-		v := h.tokens.Load()
-		if v < tokenScale {
-			return false
-		}
-		if h.tokens.CompareAndSwap(v, v-tokenScale) {
-			return true
-		}
-	}
-}
-
-// deposit adds n micro-tokens, up to the capacity. A full bucket, the usual
-// state of a healthy host, is only read, so that goroutines depositing to
-// the same host do not fight over its cache line.
-func (h *hostState) deposit(n int64) {
-	for {
-		v := h.tokens.Load()
-		if v >= h.capacity {
-			return
-		}
-		if h.tokens.CompareAndSwap(v, min(v+n, h.capacity)) {
-			return
-		}
-	}
-}
+// outNeutral is the outcome of an attempt cancelled: it says nothing about
+// the host (Lease.End).
+const outNeutral = budget.SlotNeutral

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 )
 
 // A retry budget of its own, small enough to see it run out: against a
@@ -46,4 +47,37 @@ func ExampleWithRetryBudget() {
 	// request 1: 503 after 3 attempts
 	// request 2: 503 after 1 attempts
 	// request 3: 503 after 1 attempts
+}
+
+// A budget on the test's fake clock, the Transport's too: the second retry
+// to a failing backend finds no token and parks; the budget releases it as
+// a probe once the host has been quiet for a quarter of a second of the
+// fake clock, which jumps there at once, so the test does not wait.
+func ExampleRetryBudgetOptions_clock() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	clock := retryhttptest.NewClock(time.Now()) // jumps to the end of every wait
+	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, Clock: clock})
+	tr := retryhttp.New(
+		retryhttp.WithClock(clock),
+		retryhttp.WithRetryBudget(budget),
+		retryhttp.WithMaxRetries(2),
+		retryhttp.WithOnPark(func(e retryhttp.ParkEvent) { fmt.Println("retry", e.Kind) }),
+	)
+	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.Body.Close()
+	fmt.Println(res.StatusCode)
+	fmt.Println("waited on the fake clock:", clock.Slept() > 0)
+	// Output:
+	// retry parked
+	// retry released
+	// 503
+	// waited on the fake clock: true
 }

@@ -1,6 +1,11 @@
 package retryhttp
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/seed2409de8f/retryhttp/internal/budget"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+)
 
 // HostBudget is the state of one destination host in a RetryBudget, as
 // RetryBudget.Hosts reports it: what an operator watches to see a storm
@@ -34,17 +39,14 @@ type HostBudget struct {
 // budget has no hosts.
 func (b *RetryBudget) Hosts() iter.Seq[HostBudget] {
 	return func(yield func(HostBudget) bool) {
-		if b == nil {
-			return
-		}
-		b.hosts.each(func(k hostKey, h *hostState) bool {
+		b.inner().Each(func(k hostmap.Key, h budget.HostState) bool {
 			return yield(HostBudget{
 				Destination: k.String(),
-				Tokens:      float64(h.tokens.Load()) / tokenScale,
-				Capacity:    int(h.capacity / tokenScale),
-				Window:      int(h.window.Load()),
-				InFlight:    int(h.inFlight.Load()),
-				Parked:      int(h.waiting.Load()),
+				Tokens:      h.Tokens,
+				Capacity:    h.Capacity,
+				Window:      h.Window,
+				InFlight:    h.InFlight,
+				Parked:      h.Parked,
 			})
 		})
 	}

@@ -202,17 +202,6 @@ func TestBudgetEvictedHostStartsFull(t *testing.T) {
 	assert.True(t, retryhttp.BudgetWithdraw(b, "http://a.example/"), "an evicted host starts again full")
 }
 
-func TestBudgetEvictsAFullBucketFirst(t *testing.T) {
-	// Of eight buckets, one is full: forgetting it loses nothing, so it is
-	// the one evicted, whatever the map's iteration order.
-	for i := range 100 {
-		full := i % 8
-		idle := make([]bool, 8)
-		idle[full] = true
-		assert.Equal(t, full, retryhttp.Evict(idle), "round %d", i)
-	}
-}
-
 func TestBudgetDeadBackend(t *testing.T) {
 	srv := deadServer(t)
 	// The parked retries wait out MaxWait in microseconds (onFakeTime).

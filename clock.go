@@ -43,15 +43,21 @@ type clockTimer = Timer
 // its window), whatever the order of the options. The default, used also
 // for nil, is the real clock (time.Now and the time package's timers).
 //
-// Three stay on the real clock, by design: the retry budget's own
-// accounting (its refill and its quiet times), which a RetryBudget may share
-// with many Transports; the Retry-After dates read by DefaultDelayFn, a
-// function of the Attempt alone; and the bound on draining a discarded
-// response body, which bounds real I/O on a real connection. A caller's
+// The retry budget's own accounting (its hosts' recent outcomes, the pace
+// of parked retries, a host's MaxWait without a success) runs on the
+// budget's clock, RetryBudgetOptions.Clock, since a RetryBudget may be
+// shared by Transports on different clocks: a test on a fake clock gives
+// both the same one. Two stay on the real clock, by design: the
+// Retry-After dates read by DefaultDelayFn, a function of the Attempt
+// alone; and the bound on draining a discarded response body, which bounds
+// real I/O on a real connection. A caller's
 // context deadline is compared with c's time before each wait, but the
 // context's own timer runs on the real clock.
 func WithClock(c Clock) Option {
-	return func(t *Transport) { t.clk = c }
+	return func(t *Transport) {
+		t.clk = c
+		t.breakers.setClock(c)
+	}
 }
 
 // realClock is the clock of the time package.
@@ -68,9 +74,10 @@ func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterF
 
 // attemptTimer times one attempt for the budget (settle). When both the
 // transport and the budget run on the real clock, it reads the budget's
-// clock, monotonic only, at the start and at the end, and the end is also
-// the time settle records; otherwise it reads the transport's clock, and
-// settle reads the budget's. Without a budget there is nothing to time.
+// clock (budget.Budget.Now, monotonic only) at the start and at the end,
+// and the end is also the time settle records; otherwise it reads the
+// transport's clock, and settle reads the budget's. Without a budget there
+// is nothing to time.
 type attemptTimer struct {
 	start time.Time // the transport's clock, unless mono
 	at    int64     // the budget's clock, if mono
@@ -82,8 +89,8 @@ func (t *Transport) startAttempt(b *RetryBudget) attemptTimer {
 	switch {
 	case b == nil:
 		return attemptTimer{}
-	case t.clk == nil && b.real:
-		return attemptTimer{at: b.since(), mono: true}
+	case t.clk == nil && b.core.Real():
+		return attemptTimer{at: b.core.Now(), mono: true}
 	}
 	return attemptTimer{start: t.clock().Now()}
 }
@@ -94,10 +101,10 @@ func (w *attemptTimer) end(t *Transport, b *RetryBudget, o *attemptOutcome) {
 	switch {
 	case b == nil:
 	case w.mono:
-		o.at, o.atKnown = b.since(), true
-		o.latency = time.Duration(o.at - w.at)
+		o.At, o.AtKnown = b.core.Now(), true
+		o.Latency = time.Duration(o.At - w.at)
 	default:
-		o.latency = t.clock().Now().Sub(w.start)
+		o.Latency = t.clock().Now().Sub(w.start)
 	}
 }
 

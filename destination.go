@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // Destination is the retry policy of one destination: the requests whose
@@ -225,7 +227,7 @@ func (ds *destSet) lookup(req *http.Request) *destPolicy {
 func requestHostPort(req *http.Request) (host, port string) {
 	host, port = req.URL.Hostname(), req.URL.Port()
 	if port == "" {
-		port = defaultPort(req.URL.Scheme)
+		port = hostmap.DefaultPort(req.URL.Scheme)
 	}
 	host = strings.TrimSuffix(host, ".")
 	for i := 0; i < len(host); i++ {

@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// NewRetryBudgetOn returns a budget that reads the time from c, the
-// budget's own seam (budget.go): WithClock does not govern it.
-func NewRetryBudgetOn(opts RetryBudgetOptions, c Clock) *RetryBudget {
-	return newRetryBudget(opts, c.Now)
-}
-
 // stepClock is a Clock for the package's internal tests, which cannot use
 // retryhttptest's: its time moves only with Advance, and its timers never
 // fire; but, if jump, a wait (NewTimer) ends at once, moving the time to

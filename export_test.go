@@ -2,11 +2,12 @@ package retryhttp
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/budget"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // Test seams. Tests in package retryhttp_test reach internals through these.
@@ -75,28 +76,40 @@ func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }
 func SetHedgeGate(t *Transport, allow func(req *http.Request) bool) { t.hedgeGate = allow }
 
 // BudgetWithdraw takes a retry token for rawURL's host.
-func BudgetWithdraw(b *RetryBudget, rawURL string) bool { return b.withdraw(mustRequest(rawURL)) }
+func BudgetWithdraw(b *RetryBudget, rawURL string) bool {
+	return b.core.Host(mustRequest(rawURL)).Withdraw()
+}
 
 // BudgetDeposit credits rawURL's host as an attempt answered with status
 // would.
 func BudgetDeposit(b *RetryBudget, rawURL string, status int) {
-	b.deposit(mustRequest(rawURL), &http.Response{StatusCode: status, Header: http.Header{}})
+	DepositFor(b, mustRequest(rawURL), &http.Response{StatusCode: status, Header: http.Header{}})
+}
+
+// hostBudget returns the state of rawURL's host, made if it is missing.
+func hostBudget(b *RetryBudget, rawURL string) HostBudget {
+	req := mustRequest(rawURL)
+	b.core.Host(req)
+	want := hostmap.KeyOf(req).String()
+	for h := range b.Hosts() {
+		if h.Destination == want {
+			return h
+		}
+	}
+	panic("retryhttp: " + want + " was made and is gone")
 }
 
 // BudgetTokens returns the tokens left for rawURL's host.
-func BudgetTokens(b *RetryBudget, rawURL string) float64 {
-	bk, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
-	if !ok {
-		return float64(b.capacity) / tokenScale
-	}
-	return float64(bk.tokens.Load()) / tokenScale
-}
+func BudgetTokens(b *RetryBudget, rawURL string) float64 { return hostBudget(b, rawURL).Tokens }
 
 // BudgetHosts returns the number of hosts whose buckets b keeps.
-func BudgetHosts(b *RetryBudget) int { return b.hosts.len() }
-
-// HostKey returns the key of rawURL's destination, as a string.
-func HostKey(rawURL string) string { return keyOf(mustRequest(rawURL)).String() }
+func BudgetHosts(b *RetryBudget) int {
+	n := 0
+	for range b.Hosts() {
+		n++
+	}
+	return n
+}
 
 func mustRequest(rawURL string) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
@@ -109,54 +122,25 @@ func mustRequest(rawURL string) *http.Request {
 // SetBase sets the base transport of t.
 func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
 
-// Evict fills a one-shard map with one bucket per element of idle (full
-// when true, empty when false), evicts one and returns its index.
-func Evict(idle []bool) int {
-	h := newHostMap(len(idle), func(hostKey) *hostState { return &hostState{capacity: tokenScale} })
-	h.shards = h.shards[:1]
-	h.chains = 1
-	for h.chains < len(idle) {
-		h.chains *= 2
-	}
-	for i, full := range idle {
-		if h.getOrCreate(hostKey{"http", strconv.Itoa(i)}); full {
-			v, _ := h.get(hostKey{"http", strconv.Itoa(i)})
-			v.tokens.Store(tokenScale)
-		}
-	}
-	s := &h.shards[0]
-	s.mu.Lock()
-	s.evict(*s.table.Load(), rand.Uint64())
-	s.mu.Unlock()
-	for i := range idle {
-		if _, ok := h.get(hostKey{"http", strconv.Itoa(i)}); !ok {
-			return i
-		}
-	}
-	return -1
+// WithdrawFor exposes the budget's withdrawal of a token, for benchmarks.
+func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.core.Host(req).Withdraw() }
+
+// DepositFor records the outcome of an attempt that is neither a first
+// attempt nor a parked retry, for benchmarks.
+func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) {
+	b.settle(req, success(res), res != nil, &attemptOutcome{}, nil)
 }
 
-// WithdrawFor exposes the budget's withdraw, for benchmarks.
-func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.withdraw(req) }
-
-// DepositFor exposes the budget's deposit, for benchmarks.
-func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) { b.deposit(req, res) }
-
 // MaxProbes bounds the retries a host's parked retries send as probes while
-// it fails everything, per outage: one per probeQuiet for MaxWait, and the
+// it fails everything, per outage: one per ProbeQuiet for MaxWait, and the
 // first.
-var MaxProbes = int(DefaultMaxParkedWait/probeQuiet) + 1
+var MaxProbes = int(DefaultMaxParkedWait/budget.ProbeQuiet) + 1
 
 // BudgetPacing returns the window of rawURL's host, its slots held and the
 // retries parked on it.
 func BudgetPacing(b *RetryBudget, rawURL string) (window float64, inFlight, parked int) {
-	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
-	if !ok {
-		return initialWindow, 0, 0
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.p.window, h.p.inFlight, h.p.queue.n
+	h := hostBudget(b, rawURL)
+	return float64(h.Window), h.InFlight, h.Parked
 }
 
 // DefaultBudgetOf returns the budget t uses.
@@ -165,15 +149,8 @@ func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
 // BudgetGateClosed reports whether rawURL's host has enough recent first
 // attempts for its gate to judge, and the gate is closed.
 func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
-	h, ok := b.hosts.get(keyOf(mustRequest(rawURL)))
-	if !ok {
-		return false
-	}
-	at := b.clock()
-	okN, fail, _, _ := h.stats.recent(at)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return okN+fail >= gateMinSamples && !h.gate(at)
+	in, _ := b.core.Inspect(mustRequest(rawURL))
+	return in.GateClosed
 }
 
 // LookupDestination reports whether a policy of d (a destination's or the
@@ -183,11 +160,16 @@ func LookupDestination(d *Destinations, req *http.Request) bool { return d.looku
 // RedactURLsIn exposes the redaction of URLs quoted in error messages.
 func RedactURLsIn(msg string) string { return redactURLsIn(msg) }
 
-// BudgetOutage puts rawURL's host in an outage, as if its latest
-// outageStreak attempts had failed: retries without a token park there.
+// BudgetOutage puts rawURL's host in an outage: its latest OutageStreak
+// attempts failed, so retries without a token park there.
 func BudgetOutage(b *RetryBudget, rawURL string) {
-	b.hosts.getOrCreate(keyOf(mustRequest(rawURL))).stats.streak.Store(outageStreak)
+	for range OutageStreak {
+		DepositFor(b, mustRequest(rawURL), nil)
+	}
 }
 
 // OutageStreak is the number of failures in a row that make an outage.
-const OutageStreak = outageStreak
+const OutageStreak = budget.OutageStreak
+
+// HostKey returns the key of rawURL's destination, as a string.
+func HostKey(rawURL string) string { return hostmap.KeyOf(mustRequest(rawURL)).String() }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -47,12 +48,12 @@ func TestFailureAnswers(t *testing.T) {
 			wantStop = StopSuccess
 		}
 		assert.Equal(t, wantStop, settled(req, res, nil), "settled(%d)", tt.code)
-		wantSample := error(nil)
+		wantSample := breaker.Success
 		if tt.failed {
-			wantSample = errSampleFailed
+			wantSample = breaker.Failure
 		}
 		assert.Equal(t, wantSample, sample(context.Background(), res, nil), "sample(%d)", tt.code)
 	}
 	assert.False(t, success(nil), "no response: the budget's failure")
-	assert.Equal(t, errSampleFailed, sample(context.Background(), nil, errors.New("reset")), "an error fails the breaker's sample")
+	assert.Equal(t, breaker.Failure, sample(context.Background(), nil, errors.New("reset")), "an error fails the breaker's sample")
 }

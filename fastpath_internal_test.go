@@ -178,12 +178,11 @@ func TestFastPathStillSettles(t *testing.T) {
 		getOK(t, tr, context.Background(), srv.URL)
 	}
 	req := httptest.NewRequest(http.MethodGet, srv.URL, nil)
-	h, ok := b.hosts.get(keyOf(req))
+	h, ok := b.core.Inspect(req)
 	require.True(t, ok, "the host has a state")
-	okN, fail, _, _ := h.stats.recent(b.clock())
-	assert.Equal(t, int64(5), okN)
-	assert.Zero(t, fail)
-	assert.Greater(t, h.stats.lastOK.Load(), int64(0))
+	assert.Equal(t, int64(5), h.OK)
+	assert.Zero(t, h.Failed)
+	assert.Greater(t, h.LastOK, int64(0))
 }
 
 // TestFastPathReportsToHooksAndBreaker checks that a success skips the

@@ -64,9 +64,9 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 				res.Body.Close()
 				assert.Equal(t, tt.want, res.StatusCode, "hooks %v", hooked)
 				assert.Equal(t, int32(tt.attempts), n.Load(), "hooks %v", hooked)
-				h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+				h, ok := b.core.Inspect(httptest.NewRequest(http.MethodGet, srv.URL, nil))
 				require.True(t, ok)
-				okN, failN, _, _ := h.stats.recent(b.clock())
+				okN, failN := h.OK, h.Failed
 				wantOK := int64(1)
 				if tt.attempts > 1 {
 					wantOK = 0 // the success is a retry's, not a first attempt's

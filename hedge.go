@@ -164,9 +164,9 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	}()
 	res, err := t.send(req, s.attemptTimeout)
 	sending = false
-	ao := attemptOutcome{first: true, timeout: s.attemptTimeout}
+	ao := attemptOutcome{First: true, Timeout: s.attemptTimeout}
 	timer.end(t, s.budget, &ao)
-	s.budget.settle(req, res, &ao, nil)
+	s.budget.settle(req, success(res), res != nil, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {
 		o.took = t.clock().Now().Sub(h.began)
@@ -352,7 +352,7 @@ func (h *hedge) launch(l lease, refund bool) error {
 	n := len(h.cancels) + 1
 	sent, err := h.t.attemptRequest(&h.body, n)
 	if err != nil {
-		l.end(h.s.budget, outNeutral, 0, 0)
+		l.End(outNeutral, 0, 0)
 		return err
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
@@ -363,9 +363,9 @@ func (h *hedge) launch(l lease, refund bool) error {
 		defer h.wg.Done()
 		req, timer := sent.WithContext(ctx), h.t.startAttempt(h.s.budget)
 		res, err := h.t.send(req, h.s.attemptTimeout)
-		o := attemptOutcome{timeout: h.s.attemptTimeout, refund: refund}
+		o := attemptOutcome{Timeout: h.s.attemptTimeout, Refund: refund}
 		timer.end(h.t, h.s.budget, &o)
-		h.s.budget.settle(req, res, &o, &l)
+		h.s.budget.settle(req, success(res), res != nil, &o, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

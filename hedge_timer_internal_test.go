@@ -37,20 +37,18 @@ func TestHedgedAttemptTimedOnRealClocks(t *testing.T) {
 	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b), WithHedging(time.Minute, 1))
 	hedgedGET(t, tr, srv.URL) // the host's state, made
 
-	before := b.clock()
+	before := b.core.Now()
 	hedgedGET(t, tr, srv.URL)
-	after := b.clock()
-
-	h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+	h, ok := b.core.Inspect(httptest.NewRequest(http.MethodGet, srv.URL, nil))
+	after := b.core.Now()
 	require.True(t, ok)
-	lastOK := h.stats.lastOK.Load() // kept if less than a millisecond old
-	assert.GreaterOrEqual(t, lastOK, before-int64(time.Millisecond))
-	assert.LessOrEqual(t, lastOK, after)
-	okN, failN, _, minLat := h.stats.recent(after)
-	assert.GreaterOrEqual(t, okN, int64(1), "the hedged first attempt counts as a first attempt")
-	assert.Zero(t, failN)
-	assert.Positive(t, minLat, "its latency is measured")
-	assert.LessOrEqual(t, minLat, time.Duration(after-before))
+	// The latest success is kept if less than a millisecond old.
+	assert.GreaterOrEqual(t, h.LastOK, before-int64(time.Millisecond))
+	assert.LessOrEqual(t, h.LastOK, after)
+	assert.GreaterOrEqual(t, h.OK, int64(1), "the hedged first attempt counts as a first attempt")
+	assert.Zero(t, h.Failed)
+	assert.Positive(t, h.MinLatency, "its latency is measured")
+	assert.LessOrEqual(t, h.MinLatency, time.Duration(after-before))
 }
 
 func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
@@ -59,17 +57,16 @@ func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
 		clock.Advance(250 * time.Millisecond) // the attempt's time, on the test's clock
 	}))
 	t.Cleanup(srv.Close)
-	b := NewRetryBudgetOn(RetryBudgetOptions{}, clock)
+	b := NewRetryBudget(RetryBudgetOptions{Clock: clock})
 	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b), WithHedging(time.Minute, 1),
 		WithClock(clock))
 	hedgedGET(t, tr, srv.URL)
 
-	h, ok := b.hosts.get(keyOf(httptest.NewRequest(http.MethodGet, srv.URL, nil)))
+	h, ok := b.core.Inspect(httptest.NewRequest(http.MethodGet, srv.URL, nil))
 	require.True(t, ok)
-	okN, _, _, minLat := h.stats.recent(b.clock())
-	assert.Equal(t, int64(1), okN)
-	assert.Equal(t, 250*time.Millisecond, minLat, "the latency is read on the Transport's clock")
-	now := b.clock() // the end is read on the budget's clock, at the attempt's end
-	assert.LessOrEqual(t, h.stats.lastOK.Load(), now)
-	assert.Greater(t, h.stats.lastOK.Load(), now-int64(time.Millisecond))
+	assert.Equal(t, int64(1), h.OK)
+	assert.Equal(t, 250*time.Millisecond, h.MinLatency, "the latency is read on the Transport's clock")
+	now := b.core.Now() // the end is read on the budget's clock, at the attempt's end
+	assert.LessOrEqual(t, h.LastOK, now)
+	assert.Greater(t, h.LastOK, now-int64(time.Millisecond))
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // Adaptive hedging (WithAdaptiveHedging): the hedge delay of a request is a
@@ -141,8 +143,8 @@ type tailEstimate struct {
 	delay time.Duration // positive
 }
 
-func (*tailLatency) idle() bool { return false } // dropping one loses its samples
-func (*tailLatency) busy() bool { return false }
+func (*tailLatency) Idle() bool { return false } // dropping one loses its samples
+func (*tailLatency) Busy() bool { return false }
 
 // record adds latency d, measured at now (nanoseconds of the transport's
 // clock).
@@ -213,15 +215,15 @@ func (l *tailLatency) quantile(now int64, q float64) time.Duration {
 // first use. The zero value is ready to use.
 type tailLatencies struct {
 	once  sync.Once
-	hosts *hostMap[*tailLatency]
+	hosts *hostmap.Map[*tailLatency]
 }
 
 // of returns the latencies of req's destination, made if missing.
 func (t *tailLatencies) of(req *http.Request) *tailLatency {
 	t.once.Do(func() {
-		t.hosts = newHostMap(tailMaxHosts, func(hostKey) *tailLatency { return new(tailLatency) })
+		t.hosts = hostmap.New(tailMaxHosts, func(hostmap.Key) *tailLatency { return new(tailLatency) })
 	})
-	return t.hosts.getOrCreate(keyOf(req))
+	return t.hosts.GetOrCreate(hostmap.KeyOf(req))
 }
 
 // hedging returns the hedge delay of a request, and whether it is hedged

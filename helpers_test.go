@@ -38,7 +38,7 @@ func ownBudget() retryhttp.Option {
 // the budget, which then runs on the real clock.
 func onFakeTime() retryhttp.Option {
 	c := retryhttptest.NewClock(time.Now())
-	b := retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Clock: c})
 	return func(t *retryhttp.Transport) {
 		retryhttp.WithClock(c)(t)
 		retryhttp.WithRetryBudget(b)(t)

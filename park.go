@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 )
 
 // maxParkedBody bounds the body of a response that a parked retry keeps
@@ -16,10 +19,9 @@ import (
 // the bytes read, which are read again first.
 const maxParkedBody = 4 << 10
 
-// Parking reads the time and waits on the Transport's clock (clock.go),
-// the host's state on the budget's; both are the real clock but in tests.
-// WithClock governs only the retry's delay (waited with its Clock) and the
-// deadline check before it.
+// Parking waits on the Transport's clock (clock.go), and reads the host's
+// state on the budget's (RetryBudgetOptions.Clock): both are the real
+// clock unless a test sets them.
 
 // awaitRetry gets the retry of attempt a under way, once the policy chose
 // it and its delay d. With a token of the destination's budget (or no
@@ -33,18 +35,19 @@ const maxParkedBody = 4 << 10
 func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, acct *retryAccount) (lease, StopReason, error) {
 	b := s.budget
 	if b == nil {
-		return t.proceed(ctx, b, lease{}, a, s.maxRetries, d, d)
+		return t.proceed(ctx, lease{}, a, s.maxRetries, d, d)
 	}
 	// While retries are parked on the host, a retry queues behind them
 	// even with a token: they leave in turn, at the host's pace.
-	h := b.hosts.getOrCreate(keyOf(a.Req))
-	if h.waiting.Load() == 0 && h.withdraw() {
-		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
+	core := b.core
+	h := core.Host(a.Req)
+	if !h.Parked() && h.Withdraw() {
+		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, d)
 	}
 	until, ok := t.parkable(ctx, s, h, a, d, acct.waited)
 	switch {
-	case !ok && h.withdraw():
-		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, d)
+	case !ok && h.Withdraw():
+		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, d)
 	case !ok:
 		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
@@ -55,17 +58,17 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 		discard(a.Res)
 		return lease{}, StopCanceled, err
 	}
-	if h.waiting.Load() == 0 && h.withdraw() { // successes may have refilled the bucket meanwhile
-		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
+	if !h.Parked() && h.Withdraw() { // successes may have refilled the bucket meanwhile
+		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, 0)
 	}
 	start := t.clock().Now()
-	l, why := t.park(ctx, b, h, a, until)
+	l, why := t.park(ctx, core, h, a, until)
 	acct.waited += t.clock().Now().Sub(start)
 	switch {
-	case why == 0 && !l.held: // released with a token
-		return t.proceed(ctx, b, acct.owe(h, a), a, s.maxRetries, d, 0)
+	case why == 0 && !l.Held(): // released with a token
+		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, 0)
 	case why == 0:
-		return t.proceed(ctx, b, l, a, s.maxRetries, d, 0)
+		return t.proceed(ctx, l, a, s.maxRetries, d, 0)
 	case why == StopCanceled:
 		discard(a.Res)
 		return lease{}, why, ctx.Err()
@@ -89,24 +92,24 @@ type retryAccount struct {
 // back off (429, or Retry-After): a server that says so is short of room,
 // and retrying it is not free whatever it answers next. A success of a
 // (settled already: a policy may retry some of them) cleared the debt.
-func (acct *retryAccount) owe(h *hostState, a Attempt) lease {
+func (acct *retryAccount) owe(b *budget.Budget, h *budget.Host, a Attempt) lease {
 	if success(a.Res) {
 		acct.owed = 0
 	}
 	if a.Res == nil || a.Res.StatusCode != http.StatusTooManyRequests && a.Res.Header.Get("Retry-After") == "" {
 		acct.owed++
 	}
-	return lease{host: h, owed: acct.owed}
+	return b.TokenLease(h, acct.owed)
 }
 
 // proceed reports the retry of a after delay d, lets go of its response
 // and waits wait (d, or nothing when it was waited already). It returns l,
 // or StopCanceled, giving l's slot back, if the caller gave up meanwhile.
-func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Attempt, maxRetries int, d, wait time.Duration) (lease, StopReason, error) {
+func (t *Transport) proceed(ctx context.Context, l lease, a Attempt, maxRetries int, d, wait time.Duration) (lease, StopReason, error) {
 	t.obs.reportRetry(a, maxRetries, d, false)
 	discard(a.Res)
 	if err := t.wait(ctx, wait); err != nil {
-		l.end(b, outNeutral, 0, 0)
+		l.End(outNeutral, 0, 0)
 		return lease{}, StopCanceled, err
 	}
 	return l, 0, nil
@@ -116,13 +119,13 @@ func (t *Transport) proceed(ctx context.Context, b *RetryBudget, l lease, a Atte
 // until when: parking is on, the host had a success within MaxWait, the
 // bounds leave time to wait after d, and a's response, if any, could be
 // kept (its body read into memory).
-func (t *Transport) parkable(ctx context.Context, s *settings, h *hostState, a Attempt, d, waited time.Duration) (time.Time, bool) {
-	b := s.budget
-	if b.noParking || !h.parks(b.clock(), b.maxWait) {
+func (t *Transport) parkable(ctx context.Context, s *settings, h *budget.Host, a Attempt, d, waited time.Duration) (time.Time, bool) {
+	b := s.budget.core
+	if !b.Parks(h) {
 		return time.Time{}, false
 	}
 	now := t.clock().Now()
-	until := now.Add(d + b.maxWait - waited)
+	until := now.Add(d + b.MaxWait() - waited)
 	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
 		until = deadline.Add(-s.attemptTimeout)
 	}
@@ -162,12 +165,12 @@ func (p *prefixedBody) Close() error { return p.body.Close() }
 // park queues the retry of a on h and waits until the window releases it
 // (a nil reason and a held lease), until, the caller's cancellation, or an
 // open circuit, whichever comes first. Only the first retry in the queue
-// wakes up on its own, every pollInterval, to look at the gate (the host's
+// wakes up on its own, every budget.PollInterval, to look at the gate (the host's
 // recent first attempts change with time alone); the others sleep until
 // their bound, or until a change of state wakes them.
-func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a Attempt, until time.Time) (lease, StopReason) {
-	w := &waiter{ch: make(chan struct{}, 1), owner: t.breakers}
-	if !t.breakers.park(a.Req, b, func() bool { return b.enqueue(h, w) }) {
+func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, a Attempt, until time.Time) (lease, StopReason) {
+	w := budget.NewWaiter(t.breakers.owner())
+	if !t.breakers.park(a.Req, b, func() bool { return b.Enqueue(h, w) }) {
 		return lease{}, StopBudgetRefused
 	}
 	c := t.clock()
@@ -182,28 +185,26 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 		}
 	}()
 	for {
-		h.mu.Lock()
-		state, first := w.state, h.p.queue.head == w
-		h.mu.Unlock()
+		state, first, l := b.Check(h, w)
 		switch state {
-		case waitReleased:
+		case budget.WaitReleased:
 			t.obs.reportPark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: c.Now().Sub(start)}, h)
-			return lease{host: h, seq: w.seq, held: w.seq != 0}, 0
-		case waitFailed:
+			return l, 0
+		case budget.WaitFailed:
 			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCircuitOpen}, h)
 			return lease{}, StopCircuitOpen
 		}
 		// The bound of the request, or the host's: no success for MaxWait.
-		sleep := min(until.Sub(c.Now()), b.maxWait-time.Duration(b.clock()-h.stats.lastOK.Load()))
+		sleep := min(until.Sub(c.Now()), b.Alive(h))
 		if sleep <= 0 {
-			if _, released := t.leave(b, h, w); released {
+			if _, released := b.Leave(h, w); released {
 				continue // released as it gave up: take the slot
 			}
 			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopBudgetRefused}, h)
 			return lease{}, StopBudgetRefused
 		}
 		if first {
-			sleep = min(sleep, pollInterval)
+			sleep = min(sleep, budget.PollInterval)
 		}
 		if timer == nil {
 			fire, timer = c.NewTimer(sleep)
@@ -211,14 +212,12 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 			timer.Reset(sleep)
 		}
 		select {
-		case <-w.ch:
+		case <-w.Rung():
 		case <-fire:
-			h.mu.Lock()
-			h.step(b, b.clock(), input{ev: evPoke})
-			h.mu.Unlock()
+			b.Poke(h)
 		case <-ctx.Done():
-			if l, ok := t.leave(b, h, w); ok {
-				l.end(b, outNeutral, 0, 0)
+			if l, ok := b.Leave(h, w); ok {
+				l.End(outNeutral, 0, 0)
 			}
 			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCanceled}, h)
 			return lease{}, StopCanceled
@@ -226,154 +225,21 @@ func (t *Transport) park(ctx context.Context, b *RetryBudget, h *hostState, a At
 	}
 }
 
-// leave takes w out of h's queue. If the window released it meanwhile, it
-// reports true with the slot it holds.
-func (t *Transport) leave(b *RetryBudget, h *hostState, w *waiter) (lease, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if w.state == waitParked {
-		h.step(b, b.clock(), input{ev: evLeave, w: w})
-	}
-	return lease{host: h, seq: w.seq, held: w.seq != 0}, w.state == waitReleased
-}
-
-// waitState is where a parked retry stands.
-type waitState uint8
-
-const (
-	waitParked   waitState = iota // in the queue
-	waitReleased                  // given a slot
-	waitFailed                    // its circuit opened
-	waitLeft                      // gave up
-)
-
-// waiter is one parked retry. Its fields but ch are guarded by its host's
-// mu.
-type waiter struct {
-	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
-	state      waitState
-	seq        uint64 // the slot's number, once released; 0: released with a token
-	owner      any    // the circuit breakers of its Transport (evFail)
-	prev, next *waiter
-}
-
-// ring wakes w up, if it is not awake already.
-func (w *waiter) ring() {
-	select {
-	case w.ch <- struct{}{}:
-	default:
-	}
-}
-
-// waitQueue is a first-in first-out list of parked retries.
-type waitQueue struct {
-	head, tail *waiter
-	n          int
-}
-
-func (q *waitQueue) push(w *waiter) {
-	w.prev, w.next = q.tail, nil
-	if q.tail != nil {
-		q.tail.next = w
-	} else {
-		q.head = w
-	}
-	q.tail = w
-	q.n++
-}
-
-func (q *waitQueue) pop() *waiter {
-	w := q.head
-	q.remove(w)
-	return w
-}
-
-func (q *waitQueue) remove(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		q.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		q.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	q.n--
-}
-
-// enqueue parks w on h, unless MaxParked retries are parked there already.
-func (b *RetryBudget) enqueue(h *hostState, w *waiter) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.p.queue.n >= b.maxParked {
-		return false
-	}
-	h.step(b, b.clock(), input{ev: evPark, w: w})
-	return true
-}
-
-// park calls enqueue, which parks a retry of req in budget in, and
-// records in on the circuit of req's destination, so that the retry fails
-// at once when the circuit opens (failParked), whichever budget it parked
-// in: the transport's, or a destination's own. Both happen under the
-// circuit's parkMu, as failParked's work does, so that a circuit opening
-// meanwhile either finds the retry parked or is open before it parks (the
-// retry fails at once here). Without breakers, it only calls enqueue.
-func (bs *breakers) park(req *http.Request, in *RetryBudget, enqueue func() bool) bool {
-	if bs == nil {
+// park calls enqueue, which parks a retry of req in budget in, under the
+// circuit of req's destination (breaker.Set.Park), so that the retry fails
+// at once when the circuit opens. Without breakers, it only calls enqueue.
+func (b *breakers) park(req *http.Request, in *budget.Budget, enqueue func() bool) bool {
+	if b == nil {
 		return enqueue()
 	}
-	c := bs.hosts.getOrCreate(keyOf(req))
-	c.parkMu.Lock()
-	defer c.parkMu.Unlock()
-	if !enqueue() {
-		return false
-	}
-	k := keyOf(req)
-	kept := c.parkedIn[:0]
-	found := false
-	for _, b := range c.parkedIn {
-		// Forget the budgets where nothing is parked on the host: none of
-		// this transport's retries, which park under parkMu, waits there.
-		if h, ok := b.hosts.get(k); b == in || ok && h.waiting.Load() > 0 {
-			kept = append(kept, b)
-			found = found || b == in
-		}
-	}
-	clear(c.parkedIn[len(kept):])
-	c.parkedIn = kept
-	if !found {
-		c.parkedIn = append(c.parkedIn, in)
-	}
-	if c.state(bs.now()) == CircuitOpen {
-		in.failParked(k, bs) // it opened before: the retry fails at once
-	}
-	return true
+	return b.set.Park(req, in, enqueue)
 }
 
-// failParked fails at once this transport's retries parked on the host of
-// k, in every budget they parked in: its circuit c opened.
-func (bs *breakers) failParked(c *circuit, k hostKey) {
-	c.parkMu.Lock()
-	defer c.parkMu.Unlock()
-	for _, b := range c.parkedIn {
-		b.failParked(k, bs)
-	}
-}
-
-// failParked fails at once the retries parked on the host of k by
-// Transports whose circuit breakers are owner: their circuit opened.
-func (b *RetryBudget) failParked(k hostKey, owner any) {
+// owner returns the circuits whose opening fails a parked retry of this
+// Transport: nil without breakers.
+func (b *breakers) owner() *breaker.Set {
 	if b == nil {
-		return
+		return nil
 	}
-	h, ok := b.hosts.get(k)
-	if !ok || h.waiting.Load() == 0 {
-		return
-	}
-	h.mu.Lock()
-	h.step(b, b.clock(), input{ev: evFail, owner: owner})
-	h.mu.Unlock()
+	return b.set
 }

@@ -3,6 +3,9 @@ package retryhttp
 import (
 	"log/slog"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/budget"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
 // ParkKind says what happened to a parked retry.
@@ -83,14 +86,12 @@ func WithOnPark(fn func(ParkEvent)) Option {
 
 // reportPark completes e with h's state and reports it to the hooks and
 // the logger.
-func (o *observer) reportPark(e ParkEvent, h *hostState) {
+func (o *observer) reportPark(e ParkEvent, h *budget.Host) {
 	if o == nil || len(o.onPark) == 0 && (o.logger == nil || e.Kind == ParkDropped) {
 		return
 	}
-	h.mu.Lock()
-	e.Window, e.InFlight, e.Parked = int(h.p.window), h.p.inFlight, h.p.queue.n
-	h.mu.Unlock()
-	e.Host = keyOf(e.Attempt.Req).String()
+	e.Window, e.InFlight, e.Parked = h.Pacing()
+	e.Host = hostmap.KeyOf(e.Attempt.Req).String()
 	for _, fn := range o.onPark {
 		fn(e)
 	}

@@ -69,7 +69,7 @@ func TestAmplificationDeadBackend(t *testing.T) {
 				c := retryhttptest.NewClock(time.Now())
 				opts = []retryhttp.Option{
 					retryhttp.WithClock(c),
-					retryhttp.WithRetryBudget(retryhttp.NewRetryBudgetOn(retryhttp.RetryBudgetOptions{}, c)),
+					retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Clock: c})),
 				}
 			}
 			srv := deadServer(t)

@@ -199,7 +199,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		// retry after a lost connection.
 		sent, err := t.attemptRequest(&body, count)
 		if err != nil {
-			l.end(s.budget, outNeutral, 0, 0)
+			l.End(outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
@@ -207,9 +207,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		res, err := t.send(sent, s.attemptTimeout)
 		t.firstEnd(sent, began, res, err) // adaptive hedging (hedgedelay.go)
 		err = w.mark(err)
-		o := attemptOutcome{first: count == 1, timeout: s.attemptTimeout, refund: refundable}
+		o := attemptOutcome{First: count == 1, Timeout: s.attemptTimeout, Refund: refundable}
 		timer.end(t, s.budget, &o)
-		s.budget.settle(sent, res, &o, &l)
+		s.budget.settle(sent, success(res), res != nil, &o, &l)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not

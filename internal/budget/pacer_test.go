@@ -1,9 +1,11 @@
-package retryhttp
+package budget
 
 import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -11,15 +13,17 @@ import (
 // fakeClock is a clock that moves only when told.
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time            { return c.t }
-func (c *fakeClock) advance(d time.Duration)   { c.t = c.t.Add(d) }
-func newFakeClock() *fakeClock                 { return &fakeClock{t: time.Unix(1_000_000, 0)} }
-func (c *fakeClock) budget() *RetryBudget      { return newRetryBudget(RetryBudgetOptions{}, c.now) }
-func (h *hostState) lock(f func())             { h.mu.Lock(); defer h.mu.Unlock(); f() }
-func newTestWaiter(owner any) *waiter          { return &waiter{ch: make(chan struct{}, 1), owner: owner} }
-func (h *hostState) released(ws []*waiter) int { return countState(ws, waitReleased) }
+func (c *fakeClock) Now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock               { return &fakeClock{t: time.Unix(1_000_000, 0)} }
+func (c *fakeClock) budget() *Budget         { return New(testConfig(), c) }
+func (h *Host) lock(f func())                { h.mu.Lock(); defer h.mu.Unlock(); f() }
+func newTestWaiter(owner *breaker.Set) *Waiter {
+	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
+}
+func (h *Host) released(ws []*Waiter) int { return countState(ws, WaitReleased) }
 
-func countState(ws []*waiter, s waitState) int {
+func countState(ws []*Waiter, s WaitState) int {
 	n := 0
 	for _, w := range ws {
 		if w.state == s {
@@ -33,15 +37,15 @@ func countState(ws []*waiter, s waitState) int {
 // and a retry that just failed.
 type pacerFixture struct {
 	clock *fakeClock
-	b     *RetryBudget
-	h     *hostState
+	b     *Budget
+	h     *Host
 }
 
 func newPacerFixture(t *testing.T) *pacerFixture {
 	c := newFakeClock()
 	b := c.budget()
-	h := b.hosts.getOrCreate(hostKey{"http", "example.test"})
-	for h.withdraw() {
+	h := b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "example.test"})
+	for h.Withdraw() {
 	}
 	h.stats.record(b.clock(), false, false, 0) // a retry just failed
 
@@ -60,12 +64,12 @@ func (f *pacerFixture) firsts(n, failed int, d, lat time.Duration) {
 func (f *pacerFixture) step(in input) (bool, uint64) {
 	var granted bool
 	var seq uint64
-	f.h.lock(func() { granted, seq = f.h.step(f.b, f.b.clock(), in) })
+	f.h.lock(func() { granted, seq = f.h.step(f.b.clock(), in) })
 	return granted, seq
 }
 
-func (f *pacerFixture) park(n int) []*waiter {
-	ws := make([]*waiter, n)
+func (f *pacerFixture) park(n int) []*Waiter {
+	ws := make([]*Waiter, n)
 	for i := range ws {
 		ws[i] = newTestWaiter(nil)
 		f.step(input{ev: evPark, w: ws[i]})
@@ -113,21 +117,21 @@ func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
 	f.step(input{ev: evPoke})
 	// The window starts at four: the first four parked are released.
-	states := func() []waitState {
-		s := make([]waitState, len(ws))
+	states := func() []WaitState {
+		s := make([]WaitState, len(ws))
 		for i, w := range ws {
 			s[i] = w.state
 		}
 		return s
 	}
-	r, p := waitReleased, waitParked
-	assert.Equal(t, []waitState{r, r, r, r, p, p, p, p}, states())
+	r, p := WaitReleased, WaitParked
+	assert.Equal(t, []WaitState{r, r, r, r, p, p, p, p}, states())
 	// A success frees its slot and widens the window to five: the next
 	// two are released, in order, once the rate allows two more (125
 	// first attempts a second over the statistics' span: 16ms).
 	f.clock.advance(20 * time.Millisecond)
-	f.step(input{ev: evSettle, out: outOK, seq: ws[0].seq})
-	assert.Equal(t, []waitState{r, r, r, r, r, r, p, p}, states())
+	f.step(input{ev: evSettle, out: SlotOK, seq: ws[0].seq})
+	assert.Equal(t, []WaitState{r, r, r, r, r, r, p, p}, states())
 }
 
 func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
@@ -136,14 +140,14 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 	f.firsts(80, 0, 200*time.Millisecond, 10*time.Millisecond)
 	ws := f.park(100)
 	f.step(input{ev: evPoke})
-	settle := func(out slotOutcome) {
+	settle := func(out SlotOutcome) {
 		// The host's traffic goes on (~100 first attempts a second over
 		// the statistics' span): credit for three releases.
 		f.firsts(3, 0, 30*time.Millisecond, 10*time.Millisecond)
 		for _, w := range ws {
-			if w.state == waitReleased {
+			if w.state == WaitReleased {
 				f.step(input{ev: evSettle, out: out, seq: w.seq})
-				w.state = waitLeft
+				w.state = WaitLeft
 				return
 			}
 		}
@@ -153,30 +157,30 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 	// Slow start: +1 per success.
 	for i := range 5 {
 		require.InDelta(t, float64(initialWindow+i), window(), 1e-9)
-		settle(outOK)
+		settle(SlotOK)
 	}
 	// Up to the cap.
 	for range 30 {
-		settle(outOK)
+		settle(SlotOK)
 	}
 	require.InDelta(t, minWindowCap, window(), 1e-9, "capped at max(20, 2 × rate × latency)")
 	_, inFlight, _ := f.pacing()
 	require.Equal(t, minWindowCap, inFlight)
 	// A failure halves it; the others of the same round do not.
-	settle(outFailed)
+	settle(SlotFailed)
 	require.InDelta(t, 10, window(), 1e-9)
 	for range 4 {
-		settle(outFailed)
+		settle(SlotFailed)
 	}
 	assert.InDelta(t, 10, window(), 1e-9, "halved once per round")
 	// Past the threshold, linear: +1 per window's worth of successes.
 	for range 10 {
-		settle(outOK)
+		settle(SlotOK)
 	}
 	assert.InDelta(t, 11, window(), 0.1)
 	// A neutral outcome (cancelled) frees the slot and changes nothing.
 	before := window()
-	settle(outNeutral)
+	settle(SlotNeutral)
 	assert.InDelta(t, before, window(), 1e-9)
 }
 
@@ -214,14 +218,14 @@ func TestPacerProbesOneAtATimeWithoutTraffic(t *testing.T) {
 	require.Equal(t, 1, f.h.released(ws), "never two probes at once")
 	// The probe fails: silence again before the next.
 	f.h.stats.record(f.b.clock(), false, false, 0)
-	f.step(input{ev: evSettle, out: outFailed, seq: ws[0].seq})
+	f.step(input{ev: evSettle, out: SlotFailed, seq: ws[0].seq})
 	require.Equal(t, 1, f.h.released(ws))
 	f.clock.advance(probeQuiet)
 	f.step(input{ev: evPoke})
 	require.Equal(t, 2, f.h.released(ws))
 	// It succeeds: the latest news is good, the window releases the rest.
 	f.h.stats.record(f.b.clock(), true, false, time.Millisecond)
-	f.step(input{ev: evSettle, out: outOK, seq: ws[1].seq})
+	f.step(input{ev: evSettle, out: SlotOK, seq: ws[1].seq})
 	assert.Equal(t, 3, f.h.released(ws))
 }
 
@@ -236,7 +240,7 @@ func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 	}
 	granted, _ := f.step(input{ev: evTake})
 	require.False(t, granted, "the window is full")
-	f.step(input{ev: evSettle, out: outOK, seq: seq})
+	f.step(input{ev: evSettle, out: SlotOK, seq: seq})
 	granted, _ = f.step(input{ev: evTake})
 	require.True(t, granted, "settled like a retry: the window grew, one is free")
 	granted, _ = f.step(input{ev: evTake})
@@ -249,13 +253,13 @@ func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 
 func TestPacerCircuitOpenFailsItsOwnersWaiters(t *testing.T) {
 	f := newPacerFixture(t)
-	mine, theirs := &breakers{}, &breakers{}
+	mine, theirs := new(breaker.Set), new(breaker.Set)
 	a, b := newTestWaiter(mine), newTestWaiter(theirs)
 	f.step(input{ev: evPark, w: a})
 	f.step(input{ev: evPark, w: b})
 	f.step(input{ev: evFail, owner: mine})
-	assert.Equal(t, waitFailed, a.state)
-	assert.Equal(t, waitParked, b.state)
+	assert.Equal(t, WaitFailed, a.state)
+	assert.Equal(t, WaitParked, b.state)
 	assert.Len(t, a.ch, 1, "woken")
 	_, _, q := f.pacing()
 	assert.Equal(t, 1, q)
@@ -266,7 +270,7 @@ func TestPacerWindowStartsSlowAfterIdle(t *testing.T) {
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
 	for range 5 {
 		_, seq := f.step(input{ev: evTake})
-		f.step(input{ev: evSettle, out: outOK, seq: seq})
+		f.step(input{ev: evSettle, out: SlotOK, seq: seq})
 	}
 	w, _, _ := f.pacing()
 	require.Greater(t, w, 5.0)
@@ -278,14 +282,14 @@ func TestPacerWindowStartsSlowAfterIdle(t *testing.T) {
 
 func TestPacerBusyHostIsNeverEvicted(t *testing.T) {
 	c := newFakeClock()
-	b := newRetryBudget(RetryBudgetOptions{MaxHosts: 1}, c.now)
-	h := b.hosts.getOrCreate(hostKey{"http", "a.example"})
-	h.lock(func() { h.step(b, b.clock(), input{ev: evPark, w: newTestWaiter(nil)}) })
+	b := New(Config{Ratio: 0.1, Capacity: 10, MaxHosts: 1, MaxWait: 2 * time.Second, MaxParked: 10_000}, c)
+	h := b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "a.example"})
+	h.lock(func() { h.step(b.clock(), input{ev: evPark, w: newTestWaiter(nil)}) })
 	for i := range 100 {
-		b.hosts.getOrCreate(hostKey{"http", "h" + string(rune('a'+i%26)) + ".example"})
+		b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "h" + string(rune('a'+i%26)) + ".example"})
 	}
-	got, ok := b.hosts.get(hostKey{"http", "a.example"})
+	got, ok := b.hosts.Get(hostmap.Key{Scheme: "http", Host: "a.example"})
 	require.True(t, ok, "a host with a parked retry stays")
 	assert.Same(t, h, got)
-	assert.LessOrEqual(t, b.hosts.len(), 2, "the others evict each other")
+	assert.LessOrEqual(t, hostCount(b), 2, "the others evict each other")
 }

@@ -1,10 +1,10 @@
-package retryhttp_test
+package hostmap
 
 import (
 	"testing"
 
-	"github.com/seed2409de8f/retryhttp"
 	"github.com/stretchr/testify/assert"
+	"net/http/httptest"
 )
 
 func TestHostKey(t *testing.T) {
@@ -22,7 +22,7 @@ func TestHostKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
-			assert.Equal(t, tt.want, retryhttp.HostKey(tt.give))
+			assert.Equal(t, tt.want, KeyOf(httptest.NewRequest("GET", tt.give, nil)).String())
 		})
 	}
 }

@@ -1,34 +1,30 @@
-package retryhttp
+package breaker
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestBreakerClosedPathTakesNoLock lets requests through a closed circuit
 // and counts their successes while another goroutine holds the circuit's
 // mutex: were the closed path to take it, they would wait for ever.
 func TestBreakerClosedPathTakesNoLock(t *testing.T) {
-	b := newBreakers(CircuitBreakerSettings{}, &Transport{})
-	req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
-	require.NoError(t, err)
-	first, err := b.allow(req) // makes the destination's circuit
-	require.NoError(t, err)
+	b := New(Config{}, nil)
+	req := exampleRequest(t)
+	first := allow(t, b, req) // makes the destination's circuit
 	c := first.c
 	c.mu.Lock()
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		for range 100 {
-			tk, err := b.allow(req)
-			if !assert.NoError(t, err) {
+			tk, ok, _ := b.Allow(req)
+			if !assert.True(t, ok) {
 				return
 			}
-			b.done(tk, req, &http.Response{StatusCode: http.StatusOK}, nil)
+			b.Done(tk, Success)
 		}
 	}()
 	select {
@@ -37,10 +33,10 @@ func TestBreakerClosedPathTakesNoLock(t *testing.T) {
 		t.Fatal("the closed path waits for the circuit's lock")
 	}
 	c.mu.Unlock()
-	b.done(first, req, &http.Response{StatusCode: http.StatusOK}, nil)
+	b.Done(first, Success)
 
 	p := c.phase.Load()
-	assert.Equal(t, CircuitClosed, p.state)
+	assert.Equal(t, Closed, p.state)
 	var successes uint64
 	for i := range p.window {
 		if k := p.window[i].Load(); k != nil {

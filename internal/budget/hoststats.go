@@ -1,4 +1,4 @@
-package retryhttp
+package budget
 
 import (
 	"sync/atomic"

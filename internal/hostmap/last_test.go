@@ -1,4 +1,4 @@
-package retryhttp
+package hostmap
 
 import (
 	"testing"
@@ -12,9 +12,9 @@ import (
 // entry evicted since.
 
 func TestHostMapLastIsTakenAndExact(t *testing.T) {
-	h := newHostMap(4, func(hostKey) *hostState { return newHostState(tokenScale, 0) })
-	a := h.getOrCreate(hostKey{"http", "a.test"})
-	got, ok := h.get(hostKey{"http", "a.test"})
+	h := New(4, func(Key) *testValue { return new(testValue) })
+	a := h.GetOrCreate(Key{"http", "a.test"})
+	got, ok := h.Get(Key{"http", "a.test"})
 	require.True(t, ok)
 	assert.Same(t, a, got)
 	require.NotNil(t, h.last.Load(), "a lookup that found its host keeps it")
@@ -22,30 +22,30 @@ func TestHostMapLastIsTakenAndExact(t *testing.T) {
 
 	// The same host name under another scheme, and another host, are not
 	// the last entry's.
-	_, ok = h.get(hostKey{"https", "a.test"})
+	_, ok = h.Get(Key{"https", "a.test"})
 	assert.False(t, ok)
-	_, ok = h.get(hostKey{"http", "b.test"})
+	_, ok = h.Get(Key{"http", "b.test"})
 	assert.False(t, ok)
-	s := h.getOrCreate(hostKey{"https", "a.test"})
+	s := h.GetOrCreate(Key{"https", "a.test"})
 	assert.NotSame(t, a, s)
-	got, _ = h.get(hostKey{"http", "a.test"})
+	got, _ = h.Get(Key{"http", "a.test"})
 	assert.Same(t, a, got)
-	got, _ = h.get(hostKey{"https", "a.test"})
+	got, _ = h.Get(Key{"https", "a.test"})
 	assert.Same(t, s, got)
 }
 
 func TestHostMapLastNotFoundOnceEvicted(t *testing.T) {
-	h := newHostMap(1, func(hostKey) *hostState { return newHostState(tokenScale, 0) })
-	a := h.getOrCreate(hostKey{"http", "a.test"})
-	_, ok := h.get(hostKey{"http", "a.test"})
+	h := New(1, func(Key) *testValue { return new(testValue) })
+	a := h.GetOrCreate(Key{"http", "a.test"})
+	_, ok := h.Get(Key{"http", "a.test"})
 	require.True(t, ok)
 	require.Same(t, a, h.last.Load().value)
 
 	// A second host in a map of one evicts the first (idle: full bucket).
-	h.getOrCreate(hostKey{"http", "b.test"})
+	h.GetOrCreate(Key{"http", "b.test"})
 	assert.Equal(t, 1, h.len())
-	_, ok = h.get(hostKey{"http", "a.test"})
+	_, ok = h.Get(Key{"http", "a.test"})
 	assert.False(t, ok, "an evicted entry is not found through last")
-	again := h.getOrCreate(hostKey{"http", "a.test"})
+	again := h.GetOrCreate(Key{"http", "a.test"})
 	assert.NotSame(t, a, again, "a host evicted starts again with a state of its own")
 }

@@ -1,11 +1,12 @@
-package retryhttp
+package budget
 
 import (
 	"math"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
 )
 
 // Parameters of the pacing of parked retries. docs/storms.md explains each.
@@ -16,7 +17,6 @@ const (
 	gateMinSamples = 20                     // first attempts the gate needs to judge by their share
 	gateFailShare  = 0.2                    // no release while this share of first attempts fail
 	probeQuiet     = 250 * time.Millisecond // with fewer samples: a lone probe after this long without news
-	pollInterval   = statSlot               // how often the first parked retry looks at the gate
 	initialWindow  = 4                      // parked retries in flight at first, and after idleReset
 	minWindowCap   = 20                     // the window's cap is at least this
 	capFactor      = 2                      // cap: capFactor × rate × lowest latency
@@ -43,14 +43,24 @@ const (
 	congestionFloor  = 20 * time.Millisecond
 )
 
-// hostState is the retry state of one destination host: its bucket of
+// Parameters the tests of package retryhttp count with.
+const (
+	OutageStreak = outageStreak // failures in a row that make an outage
+	ProbeQuiet   = probeQuiet   // the pace of probes of a host without traffic
+)
+
+// PollInterval is how often the first parked retry looks at the gate (its
+// host's recent first attempts change with time alone).
+const PollInterval = statSlot
+
+// Host is the retry state of one destination host: its bucket of
 // tokens, its recent outcomes, and its window of parked retries in flight
 // with the queue of those waiting for it.
 //
 // The bucket and the statistics are updated with atomic operations, so that
 // an attempt that needs no slot takes no lock. The window and the queue
 // change only in step, under mu.
-type hostState struct {
+type Host struct {
 	tokens   atomic.Int64 // micro-tokens
 	capacity int64
 	stats    hostStats
@@ -62,8 +72,8 @@ type hostState struct {
 	p  pacer // guarded by mu
 }
 
-func newHostState(capacity, at int64) *hostState {
-	h := &hostState{capacity: capacity}
+func newHost(capacity, at int64) *Host {
+	h := &Host{capacity: capacity}
 	h.tokens.Store(capacity)
 	// Until its first outcome, the host answers, as far as anyone knows,
 	// and never failed.
@@ -78,15 +88,15 @@ func newHostState(capacity, at int64) *hostState {
 	return h
 }
 
-// idle reports whether forgetting the host loses nothing: a full bucket,
+// Idle reports whether forgetting the host loses nothing: a full bucket,
 // and nothing parked or in flight.
-func (h *hostState) idle() bool {
-	return h.tokens.Load() >= h.capacity && !h.busy()
+func (h *Host) Idle() bool {
+	return h.tokens.Load() >= h.capacity && !h.Busy()
 }
 
-// busy reports whether callers wait on the host, or hold its slots: its
+// Busy reports whether callers wait on the host, or hold its slots: its
 // state must then be kept.
-func (h *hostState) busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
+func (h *Host) Busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
 
 // pacer is the window of parked retries of one host and their queue.
 type pacer struct {
@@ -115,31 +125,31 @@ const (
 	evPoke                    // time passed, or a first attempt succeeded
 )
 
-// outcome of an attempt that held a slot.
-type slotOutcome uint8
+// SlotOutcome is the outcome of an attempt that held a slot.
+type SlotOutcome uint8
 
 const (
-	outNeutral slotOutcome = iota // cancelled: says nothing about the host
-	outOK
-	outFailed
+	SlotNeutral SlotOutcome = iota // cancelled: says nothing about the host
+	SlotOK
+	SlotFailed
 )
 
-func outcomeOf(ok bool) slotOutcome {
+func outcomeOf(ok bool) SlotOutcome {
 	if ok {
-		return outOK
+		return SlotOK
 	}
-	return outFailed
+	return SlotFailed
 }
 
 // input is one event with its arguments.
 type input struct {
 	ev      event
-	w       *waiter       // evPark, evLeave
-	out     slotOutcome   // evSettle
+	w       *Waiter       // evPark, evLeave
+	out     SlotOutcome   // evSettle
 	seq     uint64        // evSettle: the number of the slot
 	lat     time.Duration // evSettle: the attempt's latency…
 	timeout time.Duration // …and its timeout, if it had one
-	owner   any           // evFail: whose parked retries fail
+	owner   *breaker.Set  // evFail: whose parked retries fail
 }
 
 // step is the transition function of a host's pacing state: it applies in
@@ -148,7 +158,7 @@ type input struct {
 // reports, for evTake,
 // whether a slot was granted and its number. It requires h.mu held, and
 // wakes the waiters it releases or fails without blocking.
-func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq uint64) {
+func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 	p := &h.p
 	head := p.queue.head
 	// Lazy time: a window unused for idleReset starts slow again.
@@ -159,21 +169,21 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 	case evPark:
 		p.queue.push(in.w)
 	case evLeave:
-		if in.w.state == waitParked {
+		if in.w.state == WaitParked {
 			p.queue.remove(in.w)
-			in.w.state = waitLeft
+			in.w.state = WaitLeft
 		}
 	case evSettle:
 		p.inFlight--
 		p.lastSettle = at
 		limit, _ := h.windowCap(at) // also refreshes p.lastMinLat
-		if in.out == outOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
-			in.out = outFailed // a success, but queued: the host is full
+		if in.out == SlotOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
+			in.out = SlotFailed // a success, but queued: the host is full
 		}
 		switch {
-		case in.out == outOK:
+		case in.out == SlotOK:
 			p.grow(limit)
-		case in.out == outFailed && in.seq > p.halvedAt:
+		case in.out == SlotFailed && in.seq > p.halvedAt:
 			// Halve once per round: retries released before the last
 			// halving were sent into the old window.
 			p.ssthresh = max(p.window/2, 1)
@@ -189,7 +199,7 @@ func (h *hostState) step(b *RetryBudget, at int64, in input) (granted bool, seq 
 			next := w.next
 			if w.owner == in.owner {
 				p.queue.remove(w)
-				w.state = waitFailed
+				w.state = WaitFailed
 				w.ring()
 			}
 			w = next
@@ -243,20 +253,20 @@ func (p *pacer) grow(limit float64) {
 // window (limit: the most in flight), else a token of the bucket, which
 // successes may have refilled; it reports whether it did. The caller
 // checked the gate and the pace. Requires h.mu.
-func (h *hostState) release(limit float64) bool {
+func (h *Host) release(limit float64) bool {
 	p := &h.p
 	w := p.queue.head
 	switch {
 	case float64(p.inFlight) < limit:
 		w.seq = p.take()
-	case h.withdraw():
+	case h.Withdraw():
 		w.seq = 0 // a token: no slot to give back
 	default:
 		return false
 	}
 	p.credit--
 	p.queue.pop()
-	w.state = waitReleased
+	w.state = WaitReleased
 	w.ring()
 	return true
 }
@@ -266,7 +276,7 @@ func (h *hostState) release(limit float64) bool {
 // window lets be in flight now. The credit is held to the window, so that
 // a gate closed for long does not let a wave through when it opens.
 // Requires h.mu.
-func (h *hostState) accrue(at int64) float64 {
+func (h *Host) accrue(at int64) float64 {
 	limit, rate := h.windowCap(at)
 	p := &h.p
 	if at > p.creditAt {
@@ -285,7 +295,7 @@ func (h *hostState) accrue(at int64) float64 {
 // per second. The lowest latency is held for minLatHold, so that a queue
 // which builds up during an outage does not pass for the host's speed.
 // Requires h.mu.
-func (h *hostState) windowCap(at int64) (limit, rate float64) {
+func (h *Host) windowCap(at int64) (limit, rate float64) {
 	_, _, rate, lat := h.stats.recent(at)
 	lat = h.minLatency(at, lat)
 	return max(minWindowCap, capFactor*rate*lat.Seconds()), rate
@@ -293,7 +303,7 @@ func (h *hostState) windowCap(at int64) (limit, rate float64) {
 
 // minLatency returns the host's lowest latency held for minLatHold, given
 // lat, the lowest of its recent first attempts. Requires h.mu.
-func (h *hostState) minLatency(at int64, lat time.Duration) time.Duration {
+func (h *Host) minLatency(at int64, lat time.Duration) time.Duration {
 	p := &h.p
 	if lat > 0 && (lat <= p.lastMinLat || p.lastMinLat == 0 || at-p.lastMinAt > int64(minLatHold)) {
 		p.lastMinLat, p.lastMinAt = lat, at
@@ -304,7 +314,7 @@ func (h *hostState) minLatency(at int64, lat time.Duration) time.Duration {
 // queued reports whether a success that took lat, with the attempt timeout
 // timeout, waited in a queue of the host (see congested): a sign that it
 // has no room for more. It takes h.mu.
-func (h *hostState) queued(at int64, lat, timeout time.Duration) bool {
+func (h *Host) queued(at int64, lat, timeout time.Duration) bool {
 	_, _, _, recent := h.stats.recent(at)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -317,7 +327,7 @@ func (h *hostState) queued(at int64, lat, timeout time.Duration) bool {
 // of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with
 // fewer, once no failure was heard for probeQuiet, while the latest
 // outcome was a success, else for one probe at a time. Requires h.mu.
-func (h *hostState) gate(at int64) bool {
+func (h *Host) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
 	if n := float64(ok + fail); n >= gateMinSamples {
 		// Below the share by one standard deviation of a sample of n, so
@@ -337,7 +347,7 @@ func (h *hostState) gate(at int64) bool {
 // attempts succeeded since the budget first saw it; and it is not known
 // dead: it had a success within maxWait, the first sight of the host
 // counting as one. Retries without a token are parked only then.
-func (h *hostState) inOutage(at int64, maxWait time.Duration) bool {
+func (h *Host) inOutage(at int64, maxWait time.Duration) bool {
 	return h.stats.streak.Load() >= outageStreak && at-h.stats.lastOK.Load() <= int64(maxWait)
 }
 
@@ -346,7 +356,7 @@ func (h *hostState) inOutage(at int64, maxWait time.Duration) bool {
 // parked in the outage are being released (the gate is open), so that a
 // retry that fails in the drain waits behind them rather than be refused.
 // It takes h.mu in the recovery.
-func (h *hostState) parks(at int64, maxWait time.Duration) bool {
+func (h *Host) parks(at int64, maxWait time.Duration) bool {
 	switch {
 	case h.inOutage(at, maxWait):
 		return true
@@ -363,46 +373,4 @@ func (h *hostState) parks(at int64, maxWait time.Duration) bool {
 func below(fail, n float64) bool {
 	margin := math.Sqrt(n * gateFailShare * (1 - gateFailShare))
 	return fail+margin < gateFailShare*n
-}
-
-// lease is a retry's claim on its host: a slot of the window (held), to
-// give back with the attempt's outcome, or nothing.
-type lease struct {
-	host *hostState
-	seq  uint64
-	held bool
-	owed int // tokens the request took for its retries, given back if this one succeeds
-}
-
-// end gives the slot back with the attempt's outcome, if one is held.
-func (l *lease) end(b *RetryBudget, out slotOutcome, lat, timeout time.Duration) {
-	if l == nil || !l.held {
-		return
-	}
-	l.held = false
-	h := l.host
-	h.mu.Lock()
-	h.step(b, b.clock(), input{ev: evSettle, out: out, seq: l.seq, lat: lat, timeout: timeout})
-	h.mu.Unlock()
-}
-
-// takeNow claims a retry of req without waiting: a token, or else a slot
-// of the window if parking is on, the gate is open, the window has room and
-// nothing is parked. Hedges take their attempts this way. A nil budget
-// allows everything.
-func (b *RetryBudget) takeNow(req *http.Request) (lease, bool) {
-	if b == nil {
-		return lease{}, true
-	}
-	h := b.hosts.getOrCreate(keyOf(req))
-	if h.withdraw() {
-		return lease{host: h}, true
-	}
-	if b.noParking {
-		return lease{}, false
-	}
-	h.mu.Lock()
-	granted, seq := h.step(b, b.clock(), input{ev: evTake})
-	h.mu.Unlock()
-	return lease{host: h, seq: seq, held: granted}, granted
 }

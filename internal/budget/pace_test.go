@@ -1,4 +1,4 @@
-package retryhttp
+package budget
 
 import (
 	"testing"
@@ -25,10 +25,10 @@ func TestPacerReleasesAtAShareOfTraffic(t *testing.T) {
 			f.firsts(per10ms, 0, 10*time.Millisecond, time.Millisecond)
 			f.step(input{ev: evPoke})
 			for _, w := range ws {
-				if w.state == waitReleased {
+				if w.state == WaitReleased {
 					released++
-					w.state = waitLeft
-					f.step(input{ev: evSettle, out: outOK, seq: w.seq, lat: time.Millisecond})
+					w.state = WaitLeft
+					f.step(input{ev: evSettle, out: SlotOK, seq: w.seq, lat: time.Millisecond})
 				}
 			}
 		}

@@ -1,0 +1,243 @@
+// Package budget is the machinery of a retry budget (retryhttp.RetryBudget,
+// whose doc has the model): per destination host, a bucket of tokens, the
+// host's recent outcomes (hostStats), and the window of parked retries with
+// their queue (pacer). The window and the queue change in one transition
+// function (Host.step), under the host's lock; the bucket and the
+// statistics with atomic operations. Time is lazy (no goroutines, no
+// timers) and read from the Clock given to New.
+//
+// The loop's side of parking (waiting on a timer, reporting, the stop
+// reasons) stays in package retryhttp: it reaches a host through Host,
+// Enqueue, Check, Poke and Leave.
+package budget
+
+import (
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+)
+
+// Clock gives the time. A nil Clock is the real one.
+type Clock interface {
+	Now() time.Time
+}
+
+// Config configures New. Every field must be valid (positive); package
+// retryhttp resolves RetryBudgetOptions' defaults.
+type Config struct {
+	Ratio     float64 // tokens a success deposits, in (0, Capacity]
+	Capacity  int     // tokens per host, at most MaxCapacity
+	MaxHosts  int
+	NoParking bool
+	MaxWait   time.Duration
+	MaxParked int
+}
+
+// MaxCapacity bounds Config.Capacity so that micro-tokens never overflow.
+const MaxCapacity = 1 << 30
+
+// tokenScale is the number of micro-tokens in a token: buckets count in
+// fixed point so that they can be updated with one atomic operation.
+const tokenScale = 1_000_000
+
+// Budget is the state of every host of one retry budget. It is safe for
+// concurrent use; a nil *Budget allows everything and records nothing.
+type Budget struct {
+	ratio    int64 // micro-tokens deposited per success, in [1, capacity]
+	capacity int64 // micro-tokens
+	hosts    *hostmap.Map[*Host]
+
+	noParking bool
+	maxWait   time.Duration
+	maxParked int
+
+	origin time.Time // the zero of the hosts' clocks
+	clk    Clock     // nil: the real clock
+}
+
+// New returns a budget configured by cfg, on clk (nil: the real clock).
+func New(cfg Config, clk Clock) *Budget {
+	capacity := min(cfg.Capacity, MaxCapacity)
+	b := &Budget{capacity: int64(capacity) * tokenScale, noParking: cfg.NoParking,
+		maxWait: cfg.MaxWait, maxParked: cfg.MaxParked, clk: clk}
+	b.origin = b.wall()
+	// A tiny ratio still deposits something; a huge one refills at once.
+	b.ratio = int64(math.Round(min(cfg.Ratio, float64(capacity)) * tokenScale))
+	b.ratio = min(max(b.ratio, 1), b.capacity)
+	full := b.capacity
+	b.hosts = hostmap.New(cfg.MaxHosts, func(hostmap.Key) *Host {
+		return newHost(full, b.clock())
+	})
+	return b
+}
+
+// wall returns the time of b's clock.
+func (b *Budget) wall() time.Time {
+	if b.clk == nil {
+		return time.Now()
+	}
+	return b.clk.Now()
+}
+
+// clock returns the time on b's clock, in nanoseconds since b was made:
+// monotonic, and cheap to store in an atomic. On the real clock it reads
+// the monotonic clock alone (time.Since), cheaper than time.Now.
+func (b *Budget) clock() int64 {
+	if b.clk == nil {
+		return int64(time.Since(b.origin))
+	}
+	return int64(b.clk.Now().Sub(b.origin))
+}
+
+// Now is the time on b's clock as Outcome.At counts it.
+func (b *Budget) Now() int64 { return b.clock() }
+
+// Real reports whether b runs on the real clock.
+func (b *Budget) Real() bool { return b.clk == nil }
+
+// MaxWait is the bound on the time one request spends parked.
+func (b *Budget) MaxWait() time.Duration { return b.maxWait }
+
+// Host returns the state of req's host, made if it is missing.
+func (b *Budget) Host(req *http.Request) *Host {
+	return b.hosts.GetOrCreate(hostmap.KeyOf(req))
+}
+
+// Outcome is what Settle needs to know of an attempt besides whether it
+// succeeded.
+type Outcome struct {
+	First   bool          // the request's first attempt
+	Latency time.Duration // from sending to the response or error
+	Timeout time.Duration // the attempt's timeout, if any
+	Refund  bool          // a retry after a connection lost before any response
+	Neutral bool          // cancelled: says nothing about the host
+	At      int64         // when it ended, on b's clock (Now), if AtKnown
+	AtKnown bool          // else Settle reads the clock
+}
+
+// Settle records the outcome of an attempt that sent req: ok if it
+// succeeded (retryhttp's success), answered if it brought a response. A
+// success credits the host's bucket, and gives back the token of a retry
+// after a lost connection (which says nothing about the server's load; a
+// server that keeps breaking connections gets nothing back). A first
+// attempt's outcome feeds the host's recent statistics, for the pacing of
+// parked retries; an attempt that held a slot of the host's window (l not
+// nil and held) gives it back and moves the window. A failure makes the
+// host's state if it has none; a success does only while the budget tracks
+// fewer than MaxHosts hosts (a host without a state has a full bucket and
+// nothing parked). Without a slot, Settle takes no lock, and once the host
+// has a state it does not allocate.
+func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lease) {
+	if b == nil {
+		return
+	}
+	var h *Host
+	switch {
+	case l != nil && l.host != nil:
+		h = l.host
+	case !ok:
+		h = b.hosts.GetOrCreate(hostmap.KeyOf(req))
+	default:
+		var found bool
+		if h, found = b.hosts.LastOf(req.URL); found {
+			break // the host of the previous lookup, found without its key
+		}
+		if h, found = b.hosts.GetIfRoom(hostmap.KeyOf(req)); !found {
+			return // a host of many, with a full bucket: nothing to record
+		}
+	}
+	at := o.At
+	if !o.AtKnown {
+		at = b.clock()
+	}
+	switch {
+	case !ok && o.First && answered && h.stats.streak.Load() < outageStreak:
+		// A failure the host answered, outside an outage: retries are a
+		// share of the requests it answers, not only of its successes.
+		h.deposit(b.ratio)
+	case ok:
+		h.deposit(b.ratio)
+		if o.Refund {
+			h.deposit(tokenScale)
+		}
+		if l != nil && l.owed > 0 && !h.queued(at, o.Latency, o.Timeout) {
+			// The request's retries paid: their tokens go back.
+			h.deposit(int64(l.owed) * tokenScale)
+			l.owed = 0
+		}
+	}
+	if o.Neutral || !answered && req.Context().Err() != nil {
+		l.End(SlotNeutral, 0, 0) // cancelled: says nothing of the host
+		return
+	}
+	h.stats.record(at, ok, o.First, o.Latency)
+	switch {
+	case l != nil && l.held:
+		l.End(outcomeOf(ok), o.Latency, o.Timeout)
+	case ok && h.waiting.Load() > 0:
+		// A success may open the gate for the parked retries.
+		h.mu.Lock()
+		h.step(at, input{ev: evPoke})
+		h.mu.Unlock()
+	}
+}
+
+// TokenLease returns the lease of a retry sent with a token of h, whose
+// request owes owed tokens (given back if it succeeds: Settle).
+func (b *Budget) TokenLease(h *Host, owed int) Lease {
+	return Lease{b: b, host: h, owed: owed}
+}
+
+// Withdraw takes one token if there is one.
+func (h *Host) Withdraw() bool {
+	for {
+		v := h.tokens.Load()
+		if v < tokenScale {
+			return false
+		}
+		if h.tokens.CompareAndSwap(v, v-tokenScale) {
+			return true
+		}
+	}
+}
+
+// deposit adds n micro-tokens, up to the capacity. A full bucket, the usual
+// state of a healthy host, is only read, so that goroutines depositing to
+// the same host do not fight over its cache line.
+func (h *Host) deposit(n int64) {
+	for {
+		v := h.tokens.Load()
+		if v >= h.capacity {
+			return
+		}
+		if h.tokens.CompareAndSwap(v, min(v+n, h.capacity)) {
+			return
+		}
+	}
+}
+
+// HostState is a host's state as Each reports it.
+type HostState struct {
+	Tokens                   float64
+	Capacity                 int
+	Window, InFlight, Parked int
+}
+
+// Each calls fn with every host b tracks and its state, until fn returns
+// false. It takes no lock: each value is read with one atomic load.
+func (b *Budget) Each(fn func(hostmap.Key, HostState) bool) {
+	if b == nil {
+		return
+	}
+	b.hosts.Each(func(k hostmap.Key, h *Host) bool {
+		return fn(k, HostState{
+			Tokens:   float64(h.tokens.Load()) / tokenScale,
+			Capacity: int(h.capacity / tokenScale),
+			Window:   int(h.window.Load()),
+			InFlight: int(h.inFlight.Load()),
+			Parked:   int(h.waiting.Load()),
+		})
+	})
+}

@@ -1,0 +1,201 @@
+package budget
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/breaker"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+)
+
+// WaitState is where a parked retry stands.
+type WaitState uint8
+
+// The states of a parked retry.
+const (
+	WaitParked   WaitState = iota // in the queue
+	WaitReleased                  // given a slot, or a token
+	WaitFailed                    // its circuit opened
+	WaitLeft                      // gave up
+)
+
+// Waiter is one parked retry. Its fields but ch are guarded by its host's
+// mu.
+type Waiter struct {
+	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
+	state      WaitState
+	seq        uint64       // the slot's number, once released; 0: released with a token
+	owner      *breaker.Set // the circuits of its Transport (evFail)
+	prev, next *Waiter
+}
+
+// NewWaiter returns a retry about to park, which fails at once when a
+// circuit of owner opens (FailParked); owner may be nil.
+func NewWaiter(owner *breaker.Set) *Waiter {
+	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
+}
+
+// Rung is rung when w's state changes or it becomes the first in its
+// queue.
+func (w *Waiter) Rung() <-chan struct{} { return w.ch }
+
+// ring wakes w up, if it is not awake already.
+func (w *Waiter) ring() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitQueue is a first-in first-out list of parked retries.
+type waitQueue struct {
+	head, tail *Waiter
+	n          int
+}
+
+func (q *waitQueue) push(w *Waiter) {
+	w.prev, w.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+}
+
+func (q *waitQueue) pop() *Waiter {
+	w := q.head
+	q.remove(w)
+	return w
+}
+
+func (q *waitQueue) remove(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	q.n--
+}
+
+// Parked reports whether retries are parked on h, without its lock.
+func (h *Host) Parked() bool { return h.waiting.Load() > 0 }
+
+// Parks reports whether a retry without a token parks on h now: parking is
+// on, and h is in an outage or in the recovery from one (Host.parks).
+func (b *Budget) Parks(h *Host) bool {
+	return !b.noParking && h.parks(b.clock(), b.maxWait)
+}
+
+// Enqueue parks w on h, unless MaxParked retries are parked there already.
+func (b *Budget) Enqueue(h *Host, w *Waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.p.queue.n >= b.maxParked {
+		return false
+	}
+	h.step(b.clock(), input{ev: evPark, w: w})
+	return true
+}
+
+// Check returns where w, parked on h, stands, whether it is the first in
+// the queue (which watches the gate), and, once released, its lease.
+func (b *Budget) Check(h *Host, w *Waiter) (WaitState, bool, Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.state, h.p.queue.head == w, b.leaseOf(h, w)
+}
+
+// leaseOf returns the lease of w, released on h: a slot, or a token.
+func (b *Budget) leaseOf(h *Host, w *Waiter) Lease {
+	return Lease{b: b, host: h, seq: w.seq, held: w.seq != 0}
+}
+
+// Alive returns how long h may go on without a success before a parked
+// retry gives up on it: MaxWait since its latest success.
+func (b *Budget) Alive(h *Host) time.Duration {
+	return b.maxWait - time.Duration(b.clock()-h.stats.lastOK.Load())
+}
+
+// Poke lets h look at the time: the gate may have opened.
+func (b *Budget) Poke(h *Host) {
+	h.mu.Lock()
+	h.step(b.clock(), input{ev: evPoke})
+	h.mu.Unlock()
+}
+
+// Leave takes w out of h's queue. If the window released it meanwhile, it
+// reports true with the lease it holds.
+func (b *Budget) Leave(h *Host, w *Waiter) (Lease, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.state == WaitParked {
+		h.step(b.clock(), input{ev: evLeave, w: w})
+	}
+	return b.leaseOf(h, w), w.state == WaitReleased
+}
+
+// Pacing returns h's window, the slots held and the retries parked.
+func (h *Host) Pacing() (window, inFlight, parked int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int(h.p.window), h.p.inFlight, h.p.queue.n
+}
+
+// Parked reports whether retries are parked on the host of k: b is a place
+// where the retries of circuits park (breaker.Parking).
+func (b *Budget) Parked(k hostmap.Key) bool {
+	h, ok := b.hosts.Get(k)
+	return ok && h.Parked()
+}
+
+// FailParked fails at once the retries parked on the host of k by
+// Transports whose circuits are owner: their circuit opened.
+func (b *Budget) FailParked(k hostmap.Key, owner *breaker.Set) {
+	h, ok := b.hosts.Get(k)
+	if !ok || !h.Parked() {
+		return
+	}
+	h.mu.Lock()
+	h.step(b.clock(), input{ev: evFail, owner: owner})
+	h.mu.Unlock()
+}
+
+var _ breaker.Parking = (*Budget)(nil)
+
+// Inspection is what Inspect reads of a host: its recent first attempts
+// (those the gate judges by) that succeeded and failed, their successes'
+// lowest latency, the time of its latest success (on the budget's clock,
+// as Now counts it), and whether its gate is closed with enough samples to
+// judge. Package retryhttp's tests read it: they see the pacing only from
+// outside.
+type Inspection struct {
+	OK, Failed int64
+	MinLatency time.Duration
+	LastOK     int64
+	GateClosed bool
+}
+
+// Inspect returns the state of req's host, if b tracks it. It takes the
+// host's lock.
+func (b *Budget) Inspect(req *http.Request) (Inspection, bool) {
+	h, ok := b.hosts.Get(hostmap.KeyOf(req))
+	if !ok {
+		return Inspection{}, false
+	}
+	at := b.clock()
+	okN, fail, _, minLat := h.stats.recent(at)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Inspection{
+		OK: okN, Failed: fail, MinLatency: minLat, LastOK: h.stats.lastOK.Load(),
+		GateClosed: okN+fail >= gateMinSamples && !h.gate(at),
+	}, true
+}
