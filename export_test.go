@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
 // Test seams. Tests in package retryhttp_test reach internals through these.
@@ -16,9 +18,9 @@ func DelayWith(opts CustomizedDelayFnOptions, a Attempt, now time.Time, r float6
 	return newDelayPolicy(opts).delay(a, func() time.Time { return now }, r)
 }
 
-// ParseRetryAfter exposes parseRetryAfter.
+// ParseRetryAfter exposes retryafter.Parse.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	return parseRetryAfter(h, func() time.Time { return now })
+	return retryafter.Parse(h, func() time.Time { return now })
 }
 
 // FullJitter exposes fullJitter.
