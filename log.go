@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/errclass"
 )
 
 // Levels of the records written to the logger of WithLogger.
@@ -139,7 +141,7 @@ func redactErr(err error, req *http.Request, redacted string) string {
 	}
 	// A *url.Error quotes its URL as it was given: a redirect's Location
 	// may be relative ("/next?token=…"), so no scheme gives it away.
-	anyInTree(err, func(e error) bool {
+	errclass.AnyInTree(err, func(e error) bool {
 		if ue, ok := e.(*url.Error); ok && ue.URL != "" {
 			if r := redactRawURL(ue.URL); r != ue.URL {
 				msg = strings.ReplaceAll(msg, strconv.Quote(ue.URL), strconv.Quote(r))
