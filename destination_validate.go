@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/seed2409de8f/retryhttp/internal/tail"
 )
 
 // DestinationConfigError is one problem in a DestinationConfig or in a
@@ -153,8 +155,8 @@ func validatePolicy(ps *problems, path string, d Destination) {
 		switch {
 		case h.MaxHedges < 0:
 			ps.add(path+".hedging.maxHedges", "must not be negative (zero turns hedging off), got %d", h.MaxHedges)
-		case h.Quantile != 0 && !(h.Quantile >= minTailQuantile && h.Quantile <= maxTailQuantile):
-			ps.add(path+".hedging.quantile", "must be a number from %v to %v (zero: a fixed delay), got %v", minTailQuantile, maxTailQuantile, h.Quantile)
+		case h.Quantile != 0 && !(h.Quantile >= tail.MinQuantile && h.Quantile <= tail.MaxQuantile):
+			ps.add(path+".hedging.quantile", "must be a number from %v to %v (zero: a fixed delay), got %v", tail.MinQuantile, tail.MaxQuantile, h.Quantile)
 		case h.Quantile != 0 && h.Delay != 0:
 			ps.add(path+".hedging.delay", "must be zero with a quantile (the delay follows the latency), got %q", h.Delay.String())
 		case h.MaxHedges > 0 && h.Delay <= 0 && h.Quantile == 0:
