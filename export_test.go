@@ -182,9 +182,6 @@ func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
 // defaults) applies to req.
 func LookupDestination(d *Destinations, req *http.Request) bool { return d.lookup(req) != nil }
 
-// RedactURLsIn exposes the redaction of URLs quoted in error messages.
-func RedactURLsIn(msg string) string { return redactURLsIn(msg) }
-
 // BudgetOutage puts rawURL's host in an outage, as if its latest
 // outageStreak attempts had failed: retries without a token park there.
 func BudgetOutage(b *RetryBudget, rawURL string) {
