@@ -18,13 +18,8 @@ func headers(kv ...string) http.Header {
 	return h
 }
 
-func retryAfterHeader(values ...string) http.Header {
-	h := http.Header{}
-	for _, v := range values {
-		h.Add("Retry-After", v)
-	}
-	return h
-}
+// retryAfterHeader is a header whose Retry-After lines are values.
+func retryAfterHeader(values ...string) http.Header { return http.Header{"Retry-After": values} }
 
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Date(2006, time.January, 2, 15, 4, 5, 0, time.UTC)
