@@ -8,7 +8,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/teebody"
 )
+
+// teeErrors are the errors of a teebody.Body (replayTee), wrapping this
+// package's sentinels: a read that needed bytes the copy dropped, and a
+// failed read of the caller's body.
+var teeErrors = teebody.Errors{
+	Overflow:  fmt.Errorf("%w: longer than the body buffer limit", ErrBodyNotReplayable),
+	Buffering: ErrBufferingBody,
+}
 
 // replayMode says how a request's body is sent again.
 type replayMode uint8
@@ -28,7 +38,7 @@ const (
 type replay struct {
 	req  *http.Request
 	mode replayMode
-	tee  *teeBody // replayTee: the caller's body and its copy
+	tee  *teebody.Body // replayTee: the caller's body and its copy
 
 	numbered bool // attempts after the first carry AttemptHeader
 
@@ -74,7 +84,7 @@ func (r *replay) choose(s *settings) error {
 	case s.bodyBufferLimit <= 0:
 		r.mode = replayOnce
 	default:
-		r.mode, r.tee = replayTee, newTeeBody(req.Body, s.bodyBufferLimit)
+		r.mode, r.tee = replayTee, teebody.New(req.Body, s.bodyBufferLimit, teeErrors)
 	}
 	return nil
 }
@@ -89,7 +99,7 @@ func (r *replay) replayable() bool {
 	case replayOnce:
 		return false
 	case replayTee:
-		return r.tee.started() && r.tee.replayable()
+		return r.tee.Started() && r.tee.Replayable()
 	}
 	return true
 }
@@ -102,7 +112,7 @@ func (r *replay) mayReplay() bool { return r.mode != replayOnce }
 // closed once the base transport no longer reads it.
 func (r *replay) finish() {
 	if r.tee != nil {
-		r.tee.finish()
+		r.tee.Finish()
 	}
 }
 
@@ -129,7 +139,7 @@ func (r *replay) request(n int) (*http.Request, error) {
 		if r.mode == replayTee {
 			// net/http may replay the request by itself (after an
 			// HTTP/2 GOAWAY, say), from the copy too.
-			a.GetBody = r.tee.getBody
+			a.GetBody = r.tee.GetBody
 		}
 	}
 	if numbered {
@@ -209,7 +219,7 @@ func (r *replay) body(n int) (io.ReadCloser, error) {
 		}
 		return body, nil
 	case replayTee:
-		return r.tee.reader(), nil
+		return r.tee.Reader(), nil
 	}
 	return nil, nil
 }

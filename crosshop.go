@@ -15,6 +15,8 @@ import (
 // of sending it again. docs/storms.md gives the arithmetic, the adoption
 // path and the trust model.
 
+// The headers the transport writes and reads: the cross-hop signal, the
+// attempt number, the deadline and the idempotency key.
 const (
 	// RetrySignalHeader is the response header that carries the cross-hop
 	// signal. A response whose RetrySignalHeader holds the token
@@ -39,6 +41,22 @@ const (
 	// nothing): its absence means attempt 1. See AttemptFromRequest and
 	// WithAttemptHeader.
 	AttemptHeader = "Retry-Attempt"
+
+	// DeadlineHeader is the request header that carries the time the caller
+	// still waits for the response of an attempt, in whole milliseconds, as
+	// a decimal integer ("250"). The name follows the Request-Timeout header
+	// of the expired IETF draft draft-thomson-hybi-http-timeout (the time a
+	// client will await a response), in Envoy's unit
+	// (x-envoy-expected-rq-timeout-ms): seconds are too coarse within a data
+	// centre. See WithDeadlineHeader (deadline.go).
+	DeadlineHeader = "Request-Timeout-Ms"
+
+	// DefaultIdempotencyKeyHeader is the header that carries the idempotency
+	// keys the transport injects, unless WithIdempotencyKeyHeader names
+	// another. It is the field defined by the IETF draft "The
+	// Idempotency-Key HTTP Header Field". See WithIdempotencyKeys
+	// (idempotency.go).
+	DefaultIdempotencyKeyHeader = "Idempotency-Key"
 )
 
 // WithRetrySignal turns the cross-hop signal on or off for this transport;

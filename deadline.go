@@ -15,14 +15,6 @@ import (
 // Transport inherit it: one deadline for the whole chain.
 // docs/deadlines.md gives the design and the measurements.
 
-// DeadlineHeader is the request header that carries the time the caller
-// still waits for the response of an attempt, in whole milliseconds, as a
-// decimal integer ("250"). The name follows the Request-Timeout header of
-// the expired IETF draft draft-thomson-hybi-http-timeout (the time a client
-// will await a response), in Envoy's unit (x-envoy-expected-rq-timeout-ms):
-// seconds are too coarse within a data centre. See WithDeadlineHeader.
-const DeadlineHeader = "Request-Timeout-Ms"
-
 // maxDeadlineMillis is the largest value DeadlineHeader carries: 8 digits,
 // as gRPC's grpc-timeout, about 27 hours. A longer time left is sent as that.
 const maxDeadlineMillis = 99_999_999

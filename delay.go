@@ -4,9 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
 // DelayFn returns how long to wait before the next attempt, given the
@@ -18,6 +18,11 @@ const (
 	defaultDelayBase       = 250 * time.Millisecond
 	defaultDelayCap        = 10 * time.Second
 	defaultJitterMagnitude = 1.0 / 3
+
+	// defaultThrottleBase is the backoff base for a 429 that says nothing
+	// about when to come back: a server that is shedding load needs more
+	// room than one that failed (AWS's SDKs use 1s for throttling errors).
+	defaultThrottleBase = time.Second
 
 	// maxDuration is the longest time.Duration; waits saturate there
 	// instead of overflowing into negative values.
@@ -128,56 +133,21 @@ func newDelayPolicy(o CustomizedDelayFnOptions) delayPolicy {
 // delay is the pure form of a DelayFn: r is a uniform random number in
 // [0, 1), and now is called only for a date or a Unix time in a header.
 // The server's word comes first: Retry-After, then rate-limit reset headers
-// (ratelimit.go); then backoff, from a larger base for a 429.
+// (internal/retryafter); then backoff, from a larger base for a 429.
 func (p delayPolicy) delay(a Attempt, now func() time.Time, r float64) time.Duration {
 	if a.Res == nil {
 		return fullJitter(p.base, p.cap, a.Count, r)
 	}
-	if d, ok := parseRetryAfter(a.Res.Header, now); ok {
+	if d, ok := retryafter.Parse(a.Res.Header, now); ok {
 		return jitter(d, p.jitter, r)
 	}
-	if d, ok := parseRateLimitReset(a.Res, now); ok {
+	if d, ok := retryafter.RateLimitReset(a.Res, now); ok {
 		return jitter(d, p.jitter, r)
 	}
 	if a.Res.StatusCode == http.StatusTooManyRequests {
 		return fullJitter(p.throttleBase, max(p.cap, p.throttleBase), a.Count, r)
 	}
 	return fullJitter(p.base, p.cap, a.Count, r)
-}
-
-// parseRetryAfter reads the Retry-After header of h (RFC 9110 §10.2.3). Only
-// the first value counts, as with Header.Get. It reports false when the header
-// is missing or invalid: negative, fractional or not a number or a date.
-func parseRetryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if isDigits(v) {
-		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || secs > uint64(maxDuration/time.Second) {
-			return maxDuration, true // too large to represent: saturate
-		}
-		return time.Duration(secs) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	d := t.Sub(now()) // saturates instead of overflowing
-	if d < 0 {
-		d = 0
-	}
-	return d, true
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return len(s) > 0
 }
 
 // jitter moves d by up to magnitude·d, up or down: r = 0 gives the lowest

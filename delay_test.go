@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,69 +24,6 @@ func retryAfterHeader(values ...string) http.Header {
 		h.Add("Retry-After", v)
 	}
 	return h
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2006, time.January, 2, 15, 4, 5, 0, time.UTC)
-	tests := []struct {
-		name   string
-		give   http.Header
-		want   time.Duration
-		wantOK bool
-	}{
-		{"missing", http.Header{}, 0, false},
-		{"nil header", nil, 0, false},
-		{"empty", retryAfterHeader(""), 0, false},
-		{"spaces", retryAfterHeader("   "), 0, false},
-		{"zero", retryAfterHeader("0"), 0, true},
-		{"five", retryAfterHeader("5"), 5 * time.Second, true},
-		{"spaces around", retryAfterHeader(" 7 "), 7 * time.Second, true},
-		{"tab around", retryAfterHeader("\t7\t"), 7 * time.Second, true},
-		{"leading zeros", retryAfterHeader("0012"), 12 * time.Second, true},
-		{"one day", retryAfterHeader("86400"), 24 * time.Hour, true},
-		{"largest exact", retryAfterHeader("9223372036"), 9223372036 * time.Second, true},
-		{"just too large", retryAfterHeader("9223372037"), longestDuration, true},
-		{"10^17 saturates", retryAfterHeader("100000000000000000"), longestDuration, true},
-		{"10^18 saturates", retryAfterHeader("1000000000000000000"), longestDuration, true},
-		{"max uint64 saturates", retryAfterHeader("18446744073709551615"), longestDuration, true},
-		{"uint64 overflow saturates", retryAfterHeader("18446744073709551616"), longestDuration, true},
-		{"100 digits saturate", retryAfterHeader("1" + strings.Repeat("0", 99)), longestDuration, true},
-		{"negative", retryAfterHeader("-1"), 0, false},
-		{"negative zero", retryAfterHeader("-0"), 0, false},
-		{"plus sign", retryAfterHeader("+5"), 0, false},
-		{"fraction", retryAfterHeader("1.5"), 0, false},
-		{"exponent", retryAfterHeader("1e3"), 0, false},
-		{"hex", retryAfterHeader("0x10"), 0, false},
-		{"unit", retryAfterHeader("5s"), 0, false},
-		{"inner space", retryAfterHeader("1 5"), 0, false},
-		{"garbage", retryAfterHeader("abc"), 0, false},
-		{"non-ASCII digits", retryAfterHeader("٥"), 0, false},
-		{"RFC 1123 future", retryAfterHeader("Mon, 02 Jan 2006 15:04:35 GMT"), 30 * time.Second, true},
-		{"RFC 1123 now", retryAfterHeader("Mon, 02 Jan 2006 15:04:05 GMT"), 0, true},
-		{"RFC 1123 past", retryAfterHeader("Mon, 02 Jan 2006 15:03:05 GMT"), 0, true},
-		{"RFC 1123 far past", retryAfterHeader("Thu, 01 Jan 1970 00:00:00 GMT"), 0, true},
-		{"RFC 850 future", retryAfterHeader("Monday, 02-Jan-06 15:05:05 GMT"), time.Minute, true},
-		{"RFC 850 past", retryAfterHeader("Sunday, 01-Jan-06 15:04:05 GMT"), 0, true},
-		{"asctime future", retryAfterHeader("Mon Jan  2 16:04:05 2006"), time.Hour, true},
-		{"asctime past", retryAfterHeader("Sun Jan  1 15:04:05 2006"), 0, true},
-		{"date with spaces", retryAfterHeader("  Mon, 02 Jan 2006 15:04:15 GMT "), 10 * time.Second, true},
-		{"far future saturates", retryAfterHeader("Fri, 31 Dec 9999 23:59:59 GMT"), longestDuration, true},
-		{"invalid date", retryAfterHeader("Mon, 32 Jan 2006 15:04:05 GMT"), 0, false},
-		{"ISO date", retryAfterHeader("2006-01-02T15:05:05Z"), 0, false},
-		{"first of several counts", retryAfterHeader("3", "60"), 3 * time.Second, true},
-		{"first date of several counts", retryAfterHeader("Mon, 02 Jan 2006 15:04:09 GMT", "1"), 4 * time.Second, true},
-		{"invalid first of several", retryAfterHeader("soon", "5"), 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := retryhttp.ParseRetryAfter(tt.give, now)
-			assert.Equal(t, tt.wantOK, ok)
-			if tt.wantOK {
-				assert.Equal(t, tt.want, got)
-			}
-			assert.GreaterOrEqual(t, got, time.Duration(0))
-		})
-	}
 }
 
 func TestDelayWithRetryAfter(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+	"github.com/seed2409de8f/retryhttp/internal/hostpattern"
 )
 
 // Destination is the retry policy of one destination: the requests whose
@@ -280,14 +281,14 @@ func compile(cfg DestinationConfig, prev *destSet) *destSet {
 			ds.matchers = append(ds.matchers, matchRule{i, d.Match})
 			continue
 		}
-		h := parseHostPattern(d.Host)
-		if h.wildcard {
-			if _, ok := ds.wildcard[h.name]; !ok {
-				ds.wildcard[h.name] = i
+		h := hostpattern.Parse(d.Host)
+		if h.Wildcard {
+			if _, ok := ds.wildcard[h.Name]; !ok {
+				ds.wildcard[h.Name] = i
 			}
 			continue
 		}
-		ds.exact[h.name] = append(ds.exact[h.name], portRule{h.port, i})
+		ds.exact[h.Name] = append(ds.exact[h.Name], portRule{h.Port, i})
 	}
 	return ds
 }
@@ -347,7 +348,7 @@ func budgetKey(d Destination) string {
 	case d.Name != "":
 		return "name:" + d.Name
 	case d.Host != "":
-		h := parseHostPattern(d.Host)
+		h := hostpattern.Parse(d.Host)
 		return "host:" + h.String()
 	}
 	return ""

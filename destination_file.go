@@ -1,16 +1,13 @@
 package retryhttp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/jsonwalk"
 )
 
 // maxDestinationsFile bounds the size of a destinations file.
@@ -109,19 +106,19 @@ func ParseDestinations(data []byte) (DestinationConfig, error) {
 	var cfg DestinationConfig
 	var top json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		return cfg, &DestinationConfigError{Problem: "not valid JSON: " + jsonErrorAt(data, err)}
+		return cfg, &DestinationConfigError{Problem: "not valid JSON: " + jsonwalk.SyntaxError(data, err)}
 	}
-	p := &fileParser{}
-	p.object(top, "", fileTopKeys, func(key string, v json.RawMessage, path string) {
+	p := newFileParser()
+	p.Object(top, "", fileTopKeys, func(key string, v json.RawMessage, path string) {
 		switch key {
 		case "defaults":
-			p.object(v, path, fileDefaultKeys, func(key string, v json.RawMessage, path string) {
+			p.Object(v, path, fileDefaultKeys, func(key string, v json.RawMessage, path string) {
 				p.policyField(&cfg.Defaults, key, v, path)
 			})
 		case "destinations":
-			p.array(v, path, func(v json.RawMessage, path string) {
+			p.Array(v, path, func(v json.RawMessage, path string) {
 				var d Destination
-				p.object(v, path, filePolicyKeys, func(key string, v json.RawMessage, path string) {
+				p.Object(v, path, filePolicyKeys, func(key string, v json.RawMessage, path string) {
 					p.policyField(&d, key, v, path)
 				})
 				cfg.Destinations = append(cfg.Destinations, d)
@@ -138,86 +135,42 @@ func ParseDestinations(data []byte) (DestinationConfig, error) {
 	return cfg, nil
 }
 
-// jsonErrorAt describes a JSON syntax error with its line and column.
-func jsonErrorAt(data []byte, err error) string {
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return strings.TrimPrefix(err.Error(), "json: ")
-	}
-	// Offset counts the bytes read, the offending one included.
-	before := data[:min(max(int(se.Offset)-1, 0), len(data))]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := len(before) - bytes.LastIndexByte(before, '\n')
-	return fmt.Sprintf("line %d, column %d: %s", line, col, se.Error())
-}
-
 // fileParser turns the JSON values of a destinations file into a
-// DestinationConfig, collecting problems.
-type fileParser struct{ ps problems }
-
-// object calls each for every key of the JSON object v, in order, after
-// checking that the key is one of known and is not repeated.
-func (p *fileParser) object(v json.RawMessage, path string, known []string, each func(key string, v json.RawMessage, path string)) {
-	if jsonType(v) != "object" {
-		p.ps.add(pathOr(path), "must be an object, got %s", describe(v))
-		return
-	}
-	dec := json.NewDecoder(bytes.NewReader(v))
-	_, _ = dec.Token() // '{'; v is valid JSON
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, _ := dec.Token()
-		key, _ := tok.(string)
-		var val json.RawMessage
-		_ = dec.Decode(&val)
-		keyPath := join(path, key)
-		switch {
-		case !slices.Contains(known, key):
-			p.ps.add(keyPath, "unknown key (known keys: %s)", strings.Join(known, ", "))
-		case seen[key]:
-			p.ps.add(keyPath, "repeated key")
-		case string(val) == "null":
-			// absent
-		default:
-			each(key, val, keyPath)
-		}
-		seen[key] = true
-	}
+// DestinationConfig, collecting problems: the walk of the JSON and the
+// reading of scalars are jsonwalk's, the schema is here.
+type fileParser struct {
+	jsonwalk.Walker
+	ps problems
 }
 
-// array calls each for every element of the JSON array v.
-func (p *fileParser) array(v json.RawMessage, path string, each func(v json.RawMessage, path string)) {
-	var elems []json.RawMessage
-	if jsonType(v) != "array" || json.Unmarshal(v, &elems) != nil {
-		p.ps.add(path, "must be an array, got %s", describe(v))
-		return
-	}
-	for i, e := range elems {
-		each(e, fmt.Sprintf("%s[%d]", path, i))
-	}
+// newFileParser returns a fileParser whose walker reports to its problems.
+func newFileParser() *fileParser {
+	p := &fileParser{}
+	p.Report = func(path, problem string) { p.ps.add(path, "%s", problem) }
+	return p
 }
 
 // policyField sets in d the field key of a destination or of the defaults.
 func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, path string) {
 	switch key {
 	case "name":
-		d.Name = p.str(v, path)
+		d.Name = p.Str(v, path)
 		if d.Name == "" {
 			p.ps.add(path, "must not be empty")
 		}
 	case "host":
-		d.Host = p.str(v, path)
+		d.Host = p.Str(v, path)
 	case "maxRetries":
-		n, ok := p.integer(v, path)
+		n, ok := p.Integer(v, path)
 		d.MaxRetries = &n
 		if ok && n < 0 {
 			p.ps.add(path, "must not be negative, got %d", n)
 		}
 	case "attemptTimeout":
-		a, ok := p.duration(v, path)
+		a, ok := p.Duration(v, path)
 		d.AttemptTimeout = &a
 		if ok && a < 0 {
-			p.ps.add(path, "must not be negative (zero means none), got %s", describe(v))
+			p.ps.add(path, "must not be negative (zero means none), got %s", jsonwalk.Describe(v))
 		}
 	case "backoff":
 		d.Backoff = p.backoff(v, path)
@@ -225,36 +178,36 @@ func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, 
 		d.Hedging = p.hedging(v, path)
 	case "retryableStatusCodes":
 		d.RetryableStatusCodes = []int{}
-		p.array(v, path, func(v json.RawMessage, path string) {
-			n, _ := p.integer(v, path)
+		p.Array(v, path, func(v json.RawMessage, path string) {
+			n, _ := p.Integer(v, path)
 			d.RetryableStatusCodes = append(d.RetryableStatusCodes, n)
 		})
 	case "budget":
-		if jsonType(v) == "string" {
-			switch s := p.str(v, path); s {
+		if jsonwalk.Type(v) == "string" {
+			switch s := p.Str(v, path); s {
 			case "transport":
 			case "off":
 				d.NoBudget = true
 			default:
-				p.ps.add(path, `must be "transport", "off" or an object, got %s`, describe(v))
+				p.ps.add(path, `must be "transport", "off" or an object, got %s`, jsonwalk.Describe(v))
 			}
 			return
 		}
 		d.Budget = &RetryBudgetOptions{}
-		p.object(v, path, fileBudgetKeys, func(key string, v json.RawMessage, path string) {
+		p.Object(v, path, fileBudgetKeys, func(key string, v json.RawMessage, path string) {
 			switch key {
 			case "ratio":
-				d.Budget.Ratio = p.positive(v, path)
+				d.Budget.Ratio = p.Positive(v, path)
 			case "capacity":
-				d.Budget.Capacity = p.positiveInt(v, path)
+				d.Budget.Capacity = p.PositiveInt(v, path)
 			case "maxHosts":
-				d.Budget.MaxHosts = p.positiveInt(v, path)
+				d.Budget.MaxHosts = p.PositiveInt(v, path)
 			case "noParking":
-				d.Budget.NoParking = p.boolean(v, path)
+				d.Budget.NoParking = p.Boolean(v, path)
 			case "maxWait":
-				d.Budget.MaxWait = p.positiveDuration(v, path)
+				d.Budget.MaxWait = p.PositiveDuration(v, path)
 			case "maxParked":
-				d.Budget.MaxParked = p.positiveInt(v, path)
+				d.Budget.MaxParked = p.PositiveInt(v, path)
 			}
 		})
 	}
@@ -263,17 +216,17 @@ func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, 
 // backoff reads the backoff object v.
 func (p *fileParser) backoff(v json.RawMessage, path string) *CustomizedDelayFnOptions {
 	b := &CustomizedDelayFnOptions{}
-	p.object(v, path, fileBackoffKeys, func(key string, v json.RawMessage, path string) {
+	p.Object(v, path, fileBackoffKeys, func(key string, v json.RawMessage, path string) {
 		switch key {
 		case "base":
-			b.Base = p.positiveDuration(v, path)
+			b.Base = p.PositiveDuration(v, path)
 		case "cap":
-			b.Cap = p.positiveDuration(v, path)
+			b.Cap = p.PositiveDuration(v, path)
 		case "jitter":
-			j, ok := p.number(v, path)
+			j, ok := p.Number(v, path)
 			switch {
 			case ok && !(j >= 0 && j <= 1):
-				p.ps.add(path, "must be a number from 0 to 1, got %s", describe(v))
+				p.ps.add(path, "must be a number from 0 to 1, got %s", jsonwalk.Describe(v))
 			case j == 0:
 				b.JitterMagnitude = -1 // none, where the Go zero value means 1/3
 			default:
@@ -288,153 +241,27 @@ func (p *fileParser) backoff(v json.RawMessage, path string) *CustomizedDelayFnO
 func (p *fileParser) hedging(v json.RawMessage, path string) *DestinationHedging {
 	h := &DestinationHedging{}
 	hasDelay, hasQuantile := false, false
-	if jsonType(v) == "string" {
-		if s := p.str(v, path); s != "off" {
-			p.ps.add(path, `must be "off" or an object, got %s`, describe(v))
+	if jsonwalk.Type(v) == "string" {
+		if s := p.Str(v, path); s != "off" {
+			p.ps.add(path, `must be "off" or an object, got %s`, jsonwalk.Describe(v))
 		}
 		return h
 	}
-	p.object(v, path, fileHedgingKeys, func(key string, v json.RawMessage, path string) {
+	p.Object(v, path, fileHedgingKeys, func(key string, v json.RawMessage, path string) {
 		switch key {
 		case "delay":
-			h.Delay, hasDelay = p.positiveDuration(v, path), true
+			h.Delay, hasDelay = p.PositiveDuration(v, path), true
 		case "quantile":
-			h.Quantile, hasQuantile = p.number(v, path)
+			h.Quantile, hasQuantile = p.Number(v, path)
 		case "maxHedges":
-			h.MaxHedges, _ = p.integer(v, path)
+			h.MaxHedges, _ = p.Integer(v, path)
 			if h.MaxHedges < 0 {
-				p.ps.add(path, "must not be negative (zero turns hedging off), got %s", describe(v))
+				p.ps.add(path, "must not be negative (zero turns hedging off), got %s", jsonwalk.Describe(v))
 			}
 		}
 	})
 	if h.MaxHedges > 0 && !hasDelay && !hasQuantile {
-		p.ps.add(join(path, "delay"), "required when maxHedges is above 0")
+		p.ps.add(jsonwalk.Join(path, "delay"), "required when maxHedges is above 0")
 	}
 	return h
-}
-
-func (p *fileParser) str(v json.RawMessage, path string) string {
-	var s string
-	if jsonType(v) != "string" || json.Unmarshal(v, &s) != nil {
-		p.ps.add(path, "must be a string, got %s", describe(v))
-	}
-	return s
-}
-
-func (p *fileParser) boolean(v json.RawMessage, path string) bool {
-	var b bool
-	if jsonType(v) != "boolean" || json.Unmarshal(v, &b) != nil {
-		p.ps.add(path, "must be true or false, got %s", describe(v))
-	}
-	return b
-}
-
-func (p *fileParser) integer(v json.RawMessage, path string) (int, bool) {
-	n, err := strconv.Atoi(string(v))
-	if err != nil {
-		p.ps.add(path, "must be a whole number, got %s", describe(v))
-		return 0, false
-	}
-	return n, true
-}
-
-func (p *fileParser) positiveInt(v json.RawMessage, path string) int {
-	n, ok := p.integer(v, path)
-	if ok && n <= 0 {
-		p.ps.add(path, "must be a positive whole number, got %s", describe(v))
-	}
-	return n
-}
-
-func (p *fileParser) number(v json.RawMessage, path string) (float64, bool) {
-	if jsonType(v) != "number" {
-		p.ps.add(path, "must be a number, got %s", describe(v))
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil {
-		p.ps.add(path, "must be a finite number, got %s", describe(v))
-		return 0, false
-	}
-	return f, true
-}
-
-func (p *fileParser) positive(v json.RawMessage, path string) float64 {
-	f, ok := p.number(v, path)
-	if ok && !(f > 0) {
-		p.ps.add(path, "must be a positive number, got %s", describe(v))
-	}
-	return f
-}
-
-func (p *fileParser) duration(v json.RawMessage, path string) (time.Duration, bool) {
-	if jsonType(v) != "string" {
-		p.ps.add(path, `must be a duration string such as "250ms" or "2s", got %s`, describe(v))
-		return 0, false
-	}
-	s := p.str(v, path)
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		p.ps.add(path, `must be a duration such as "250ms" or "2s", got %s`, describe(v))
-		return 0, false
-	}
-	return d, true
-}
-
-func (p *fileParser) positiveDuration(v json.RawMessage, path string) time.Duration {
-	d, ok := p.duration(v, path)
-	if ok && d <= 0 {
-		p.ps.add(path, "must be a positive duration, got %s", describe(v))
-	}
-	return d
-}
-
-// jsonType returns the type of the JSON value v: "object", "array",
-// "string", "number", "boolean" or "null".
-func jsonType(v json.RawMessage) string {
-	if len(v) == 0 {
-		return ""
-	}
-	switch v[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
-// describe spells the JSON value v for an error: a scalar as it is written
-// (cut after 40 bytes), a container by its type.
-func describe(v json.RawMessage) string {
-	switch jsonType(v) {
-	case "object":
-		return "an object"
-	case "array":
-		return "an array"
-	}
-	if len(v) > 40 {
-		return string(v[:37]) + "..."
-	}
-	return string(v)
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func pathOr(path string) string {
-	if path == "" {
-		return "top level"
-	}
-	return path
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/netip"
-	"strconv"
 	"strings"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostpattern"
+	"github.com/seed2409de8f/retryhttp/internal/tail"
 )
 
 // DestinationConfigError is one problem in a DestinationConfig or in a
@@ -86,7 +86,7 @@ func configProblems(cfg DestinationConfig) problems {
 	validatePolicy(&ps, "defaults", def)
 
 	names := map[string]int{}
-	var hosts []hostPattern // of the Host destinations so far
+	var hosts []hostpattern.Pattern // of the Host destinations so far
 	var hostIndex []int
 	for i, d := range cfg.Destinations {
 		path := fmt.Sprintf("destinations[%d]", i)
@@ -102,7 +102,7 @@ func configProblems(cfg DestinationConfig) problems {
 		case d.Host == "" && d.Match == nil:
 			ps.add(path+".host", "required: a host such as api.example.com, api.example.com:8443 or *.example.com")
 		case d.Host != "":
-			h, problem := checkHostPattern(d.Host)
+			h, problem := hostpattern.Check(d.Host)
 			if problem != "" {
 				ps.add(path+".host", "%s, got %q", problem, d.Host)
 				break
@@ -111,7 +111,7 @@ func configProblems(cfg DestinationConfig) problems {
 				switch {
 				case earlier == h:
 					ps.add(path+".host", "%q repeats destinations[%d].host", d.Host, hostIndex[k])
-				case earlier.covers(h):
+				case earlier.Covers(h):
 					ps.add(path+".host", "%q is never used: destinations[%d].host (%q) matches it first",
 						d.Host, hostIndex[k], earlier.String())
 				default:
@@ -153,8 +153,8 @@ func validatePolicy(ps *problems, path string, d Destination) {
 		switch {
 		case h.MaxHedges < 0:
 			ps.add(path+".hedging.maxHedges", "must not be negative (zero turns hedging off), got %d", h.MaxHedges)
-		case h.Quantile != 0 && !(h.Quantile >= minTailQuantile && h.Quantile <= maxTailQuantile):
-			ps.add(path+".hedging.quantile", "must be a number from %v to %v (zero: a fixed delay), got %v", minTailQuantile, maxTailQuantile, h.Quantile)
+		case h.Quantile != 0 && !(h.Quantile >= tail.MinQuantile && h.Quantile <= tail.MaxQuantile):
+			ps.add(path+".hedging.quantile", "must be a number from %v to %v (zero: a fixed delay), got %v", tail.MinQuantile, tail.MaxQuantile, h.Quantile)
 		case h.Quantile != 0 && h.Delay != 0:
 			ps.add(path+".hedging.delay", "must be zero with a quantile (the delay follows the latency), got %q", h.Delay.String())
 		case h.MaxHedges > 0 && h.Delay <= 0 && h.Quantile == 0:
@@ -192,122 +192,4 @@ func validatePolicy(ps *problems, path string, d Destination) {
 			ps.add(path+".budget.maxParked", "must be positive (zero means the default, 10000), got %d", b.MaxParked)
 		}
 	}
-}
-
-// hostPattern is a valid Destination.Host, normalised.
-type hostPattern struct {
-	name     string // lower case, no trailing dot, IPv6 without brackets
-	port     string // "" for any port
-	wildcard bool   // "*." + name
-}
-
-// String returns the pattern as a Host would spell it.
-func (h hostPattern) String() string {
-	name := h.name
-	if strings.Contains(name, ":") {
-		name = "[" + name + "]"
-	}
-	switch {
-	case h.wildcard:
-		return "*." + name
-	case h.port != "":
-		return name + ":" + h.port
-	}
-	return name
-}
-
-// covers reports whether every request that h2 matches is matched by h, so
-// that h2 placed after h is never used.
-func (h hostPattern) covers(h2 hostPattern) bool {
-	switch {
-	case h.wildcard:
-		return strings.HasSuffix(h2.name, "."+h.name) // and h2.name == h.name for a wildcard h2
-	case h2.wildcard:
-		return false
-	}
-	return h.name == h2.name && (h.port == "" || h.port == h2.port)
-}
-
-// parseHostPattern returns the pattern of a Host that checkHostPattern
-// accepts.
-func parseHostPattern(s string) hostPattern {
-	h, _ := checkHostPattern(s)
-	return h
-}
-
-// checkHostPattern parses s as a Destination.Host, or says what is wrong
-// with it.
-func checkHostPattern(s string) (hostPattern, string) {
-	const want = "must be a host such as api.example.com, api.example.com:8443 or *.example.com"
-	if strings.Contains(s, "://") || strings.ContainsAny(s, "/?#@") {
-		return hostPattern{}, want + ", not a URL"
-	}
-	if strings.ContainsAny(s, " \t\r\n") {
-		return hostPattern{}, want + ", without spaces"
-	}
-	var h hostPattern
-	rest := s
-	if after, ok := strings.CutPrefix(s, "*."); ok {
-		h.wildcard, rest = true, after
-	}
-	if strings.Contains(rest, "*") {
-		return hostPattern{}, "'*' is allowed only as the first label, as in *.example.com"
-	}
-	name := rest
-	switch {
-	case strings.HasPrefix(rest, "[") && h.wildcard:
-		return hostPattern{}, "a wildcard takes a host name, not an address"
-	case strings.HasPrefix(rest, "["):
-		if !strings.HasSuffix(rest, "]") {
-			var err error
-			if name, h.port, err = net.SplitHostPort(rest); err != nil {
-				return hostPattern{}, want
-			}
-		} else {
-			name = rest[1 : len(rest)-1]
-		}
-		if a, err := netip.ParseAddr(name); err != nil || !a.Is6() {
-			return hostPattern{}, "must hold an IPv6 address in its brackets"
-		}
-	case strings.Count(rest, ":") == 1:
-		name, h.port, _ = strings.Cut(rest, ":")
-	case strings.Count(rest, ":") > 1:
-		if _, err := netip.ParseAddr(rest); err != nil {
-			return hostPattern{}, want
-		}
-	}
-	if h.port != "" || strings.HasSuffix(rest, ":") {
-		if h.wildcard {
-			return hostPattern{}, "a wildcard host takes no port"
-		}
-		if n, err := strconv.Atoi(h.port); err != nil || n < 1 || n > 65535 || h.port[0] == '0' {
-			return hostPattern{}, "must have a port from 1 to 65535"
-		}
-	}
-	name = strings.ToLower(strings.TrimSuffix(name, "."))
-	if !strings.Contains(name, ":") && !validHostName(name) {
-		return hostPattern{}, want
-	}
-	h.name = name
-	return h, ""
-}
-
-// validHostName reports whether s is a host name or IPv4 address: labels of
-// letters, digits, '-' and '_', separated by single dots.
-func validHostName(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -55,6 +55,12 @@ var (
 	// circuit breaker of the destination is open, or half-open with all its
 	// probes in flight (see WithCircuitBreaker). The request was not sent.
 	ErrCircuitOpen = errors.New("retryhttp: circuit breaker open")
+
+	// ErrPrepareRetry wraps the error returned by the function set with
+	// WithPrepareRetry. The retry it was preparing was not sent, and no
+	// further attempt is made; errors.Is and errors.As reach the hook's
+	// error too.
+	ErrPrepareRetry = errors.New("retryhttp: preparing a retry")
 )
 
 // attemptTimeoutError is the type of ErrAttemptTimeout. It implements

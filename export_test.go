@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
 // Test seams. Tests in package retryhttp_test reach internals through these.
@@ -17,9 +18,9 @@ func DelayWith(opts CustomizedDelayFnOptions, a Attempt, now time.Time, r float6
 	return newDelayPolicy(opts).delay(a, func() time.Time { return now }, r)
 }
 
-// ParseRetryAfter exposes parseRetryAfter.
+// ParseRetryAfter exposes retryafter.Parse.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	return parseRetryAfter(h, func() time.Time { return now })
+	return retryafter.Parse(h, func() time.Time { return now })
 }
 
 // FullJitter exposes fullJitter.
@@ -156,9 +157,6 @@ func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
 // LookupDestination reports whether a policy of d (a destination's or the
 // defaults) applies to req.
 func LookupDestination(d *Destinations, req *http.Request) bool { return d.lookup(req) != nil }
-
-// RedactURLsIn exposes the redaction of URLs quoted in error messages.
-func RedactURLsIn(msg string) string { return redactURLsIn(msg) }
 
 // BudgetOutage puts rawURL's host in an outage: its latest OutageStreak
 // attempts failed, so retries without a token park there.

@@ -11,11 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultIdempotencyKeyHeader is the header that carries the idempotency keys
-// the transport injects, unless WithIdempotencyKeyHeader names another. It is
-// the field defined by the IETF draft "The Idempotency-Key HTTP Header Field".
-const DefaultIdempotencyKeyHeader = "Idempotency-Key"
-
 // WithIdempotencyKeys turns the injection of idempotency keys on or off; it is
 // on by default. When on, a request whose method is not idempotent (POST,
 // PATCH, and every method other than GET, HEAD, OPTIONS, TRACE, PUT and

@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/redact"
 )
 
 // Levels of the records written to the logger of WithLogger.
@@ -91,7 +91,7 @@ func (o *observer) log(d Decision) {
 	case a.Res != nil:
 		attrs = append(attrs, slog.Int("status", a.Res.StatusCode))
 	case a.Err != nil:
-		attrs = append(attrs, slog.String("error", redactErr(a.Err, a.Req, u)))
+		attrs = append(attrs, slog.String("error", redact.Err(a.Err, a.Req, u)))
 	}
 	attrs = append(attrs, slog.String("reason", reason))
 	l.LogAttrs(ctx, level, msg, attrs...)
@@ -122,105 +122,4 @@ func redactURL(u *url.URL) string {
 	}
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return r.String()
-}
-
-// redactErr returns err's message with every URL in it redacted as
-// redactURL does: the request's own, in full or with its password masked
-// (as http.Client's *url.Error quotes it, "***"), and any other (a redirect's
-// target, a proxy's address, a nested client's request).
-func redactErr(err error, req *http.Request, redacted string) string {
-	msg := err.Error()
-	if req != nil && req.URL != nil {
-		for _, full := range []string{req.URL.String(), req.URL.Redacted()} {
-			if full != "" && full != redacted {
-				msg = strings.ReplaceAll(msg, full, redacted)
-			}
-		}
-	}
-	// A *url.Error quotes its URL as it was given: a redirect's Location
-	// may be relative ("/next?token=…"), so no scheme gives it away.
-	anyInTree(err, func(e error) bool {
-		if ue, ok := e.(*url.Error); ok && ue.URL != "" {
-			if r := redactRawURL(ue.URL); r != ue.URL {
-				msg = strings.ReplaceAll(msg, strconv.Quote(ue.URL), strconv.Quote(r))
-			}
-		}
-		return false
-	})
-	return redactURLsIn(msg)
-}
-
-// redactURLsIn returns msg with the userinfo, query and fragment of every
-// URL in it (scheme://…) removed. A URL ends at a space, a quote or an
-// angle bracket; one that follows a double quote ends at the next double
-// quote only, since a raw query may hold spaces.
-func redactURLsIn(msg string) string {
-	var b strings.Builder
-	rest := msg
-	for {
-		i := strings.Index(rest, "://")
-		if i < 0 {
-			break
-		}
-		start := i
-		for start > 0 && isSchemeByte(rest[start-1]) {
-			start--
-		}
-		if start == i { // "://" with no scheme before it
-			b.WriteString(rest[:i+3])
-			rest = rest[i+3:]
-			continue
-		}
-		quoted := start > 0 && rest[start-1] == '"'
-		end := i + 3
-		for end < len(rest) && !endsURL(rest[end], quoted) {
-			end++
-		}
-		b.WriteString(rest[:start])
-		b.WriteString(redactRawURL(rest[start:end]))
-		rest = rest[end:]
-	}
-	if b.Len() == 0 {
-		return msg
-	}
-	b.WriteString(rest)
-	return b.String()
-}
-
-// redactRawURL returns raw, a URL, without its userinfo, query and
-// fragment.
-func redactRawURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok { // a relative reference: no userinfo
-		if i := strings.IndexAny(raw, "?#"); i >= 0 {
-			return raw[:i]
-		}
-		return raw
-	}
-	authority, path, slash := strings.Cut(rest, "/")
-	// Userinfo first: a password may hold '?' or '#' (escaped or not).
-	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		authority = authority[i+1:]
-	}
-	if i := strings.IndexAny(authority, "?#"); i >= 0 {
-		authority, path, slash = authority[:i], "", false
-	}
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
-	if slash {
-		return scheme + "://" + authority + "/" + path
-	}
-	return scheme + "://" + authority
-}
-
-func isSchemeByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
-}
-
-func endsURL(c byte, quoted bool) bool {
-	if quoted {
-		return c == '"'
-	}
-	return c == ' ' || c == '\t' || c == '\n' || c == '"' || c == '\'' || c == '<' || c == '>' || c == '`'
 }

@@ -1,15 +1,9 @@
 package retryhttp
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 )
-
-// ErrPrepareRetry wraps the error returned by the function set with
-// WithPrepareRetry. The retry it was preparing was not sent, and no further
-// attempt is made; errors.Is and errors.As reach the hook's error too.
-var ErrPrepareRetry = errors.New("retryhttp: preparing a retry")
 
 // WithPrepareRetry sets fn to run before every retry, hedged attempts after
 // the first included, never before the first attempt: it may rewrite the

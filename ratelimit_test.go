@@ -22,90 +22,6 @@ func headers(kv ...string) http.Header {
 	return h
 }
 
-func TestParseRateLimitReset(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	tests := []struct {
-		name   string
-		status int
-		give   http.Header
-		want   time.Duration
-		wantOK bool
-	}{
-		{"none", 429, http.Header{}, 0, false},
-		{"nil header", 429, nil, 0, false},
-		// X-RateLimit-Reset: delta below 10^9, Unix time above.
-		{"x delta", 429, headers("X-RateLimit-Reset", "30"), 30 * time.Second, true},
-		{"x delta zero", 429, headers("X-RateLimit-Reset", "0"), 0, true},
-		{"x delta fraction", 429, headers("X-RateLimit-Reset", "1.5"), 1500 * time.Millisecond, true},
-		{"x delta long fraction", 429, headers("X-RateLimit-Reset", "0.0000000019"), 1, true},
-		{"x delta spaces", 429, headers("X-RateLimit-Reset", " 7 "), 7 * time.Second, true},
-		{"x largest delta", 429, headers("X-RateLimit-Reset", "999999999"), 999999999 * time.Second, true},
-		{"x epoch future", 429, headers("X-RateLimit-Reset", "1800000042"), 42 * time.Second, true},
-		{"x epoch fraction", 429, headers("X-RateLimit-Reset", "1800000001.25"), 1250 * time.Millisecond, true},
-		{"x epoch now is not trusted", 429, headers("X-RateLimit-Reset", "1800000000"), 0, false},
-		{"x epoch past is not trusted", 429, headers("X-RateLimit-Reset", "1000000000"), 0, false},
-		{"x epoch far future saturates", 429, headers("X-RateLimit-Reset", "99999999999999999999999"), longestDuration, true},
-		{"x epoch milliseconds: far future", 429, headers("X-RateLimit-Reset", "1800000042000"), longestDuration, true},
-		{"x negative", 429, headers("X-RateLimit-Reset", "-5"), 0, false},
-		{"x plus", 429, headers("X-RateLimit-Reset", "+5"), 0, false},
-		{"x exponent", 429, headers("X-RateLimit-Reset", "1e9"), 0, false},
-		{"x two dots", 429, headers("X-RateLimit-Reset", "1.2.3"), 0, false},
-		{"x bare dot", 429, headers("X-RateLimit-Reset", "."), 0, false},
-		{"x trailing dot", 429, headers("X-RateLimit-Reset", "5."), 0, false},
-		{"x NaN", 429, headers("X-RateLimit-Reset", "NaN"), 0, false},
-		{"x date", 429, headers("X-RateLimit-Reset", "Mon, 02 Jan 2006 15:04:05 GMT"), 0, false},
-		{"x Go duration", 429, headers("X-RateLimit-Reset", "6m0s"), 0, false},
-		{"x empty", 429, headers("X-RateLimit-Reset", ""), 0, false},
-		{"x first of several", 429, headers("X-RateLimit-Reset", "3", "X-RateLimit-Reset", "60"), 3 * time.Second, true},
-		// Only on a 429, or with Remaining: 0.
-		{"x on a 503", 503, headers("X-RateLimit-Reset", "30"), 0, false},
-		{"x on a 503 with quota left", 503, headers("X-RateLimit-Reset", "30", "X-RateLimit-Remaining", "12"), 0, false},
-		{"x on a 503 with no quota left", 503, headers("X-RateLimit-Reset", "30", "X-RateLimit-Remaining", "0"), 30 * time.Second, true},
-		{"x on a 403 with no quota left", 403, headers("X-RateLimit-Reset", "1800000060", "X-RateLimit-Remaining", " 0 "), time.Minute, true},
-		// X-Rate-Limit-Reset (Okta, Twitter/X) comes last.
-		{"x-rate-limit epoch", 429, headers("X-Rate-Limit-Reset", "1800000010"), 10 * time.Second, true},
-		{"x-rate-limit on a 200 with no quota left", 200, headers("X-Rate-Limit-Reset", "1800000010", "X-Rate-Limit-Remaining", "0"), 10 * time.Second, true},
-		{"x-rate-limit with quota left", 503, headers("X-Rate-Limit-Reset", "1800000010", "X-Rate-Limit-Remaining", "1199"), 0, false},
-		{"x before x-rate-limit", 429, headers("X-RateLimit-Reset", "5", "X-Rate-Limit-Reset", "1800000010"), 5 * time.Second, true},
-		// RateLimit-Reset comes before X-RateLimit-Reset.
-		{"reset", 429, headers("RateLimit-Reset", "12"), 12 * time.Second, true},
-		{"reset epoch", 429, headers("RateLimit-Reset", "1800000005"), 5 * time.Second, true},
-		{"reset epoch on a 429 with quota left (GitLab)", 429, headers("RateLimit-Reset", "1800000060", "RateLimit-Remaining", "595"), time.Minute, true},
-		{"reset before x", 429, headers("RateLimit-Reset", "12", "X-RateLimit-Reset", "99"), 12 * time.Second, true},
-		{"invalid reset, then x", 429, headers("RateLimit-Reset", "soon", "X-RateLimit-Reset", "99"), 99 * time.Second, true},
-		{"past reset, then x", 429, headers("RateLimit-Reset", "1700000000", "X-RateLimit-Reset", "9"), 9 * time.Second, true},
-		{"reset on a 503 with no quota left", 503, headers("RateLimit-Reset", "4", "RateLimit-Remaining", "0"), 4 * time.Second, true},
-		// The IETF RateLimit field comes first.
-		{"ietf", 429, headers("RateLimit", `"default";r=0;t=10`), 10 * time.Second, true},
-		{"ietf token name", 429, headers("RateLimit", `default;r=0;t=10`), 10 * time.Second, true},
-		{"ietf spaces", 429, headers("RateLimit", ` "default" ;r=0;t=10 `), 0, false},
-		{"ietf before reset", 429, headers("RateLimit", `"a";r=0;t=10`, "RateLimit-Reset", "3"), 10 * time.Second, true},
-		{"ietf quota left is ignored", 429, headers("RateLimit", `"a";r=5;t=10`, "RateLimit-Reset", "3"), 3 * time.Second, true},
-		{"ietf largest exhausted", 503, headers("RateLimit", `"a";r=0;t=10, "b";r=0;t=60, "c";r=1;t=600`), time.Minute, true},
-		{"ietf two lines", 503, headers("RateLimit", `"a";r=0;t=10`, "RateLimit", `"b";r=0;t=20`), 20 * time.Second, true},
-		{"ietf quoted comma", 429, headers("RateLimit", `"a,b;r=9";r=0;t=7`), 7 * time.Second, true},
-		{"ietf escaped quote", 429, headers("RateLimit", `"a\"b";r=0;t=8`), 8 * time.Second, true},
-		{"ietf unterminated", 429, headers("RateLimit", `"a;r=0;t=8`), 0, false},
-		{"ietf garbage after name", 429, headers("RateLimit", `"a"x;r=0;t=8`), 0, false},
-		{"ietf no r", 429, headers("RateLimit", `"a";t=8`), 0, false},
-		{"ietf fraction t", 429, headers("RateLimit", `"a";r=0;t=1.5`), 0, false},
-		{"ietf negative t", 429, headers("RateLimit", `"a";r=0;t=-1`), 0, false},
-		{"ietf huge t", 429, headers("RateLimit", `"a";r=0;t=99999999999999999999`), longestDuration, true},
-		{"ietf window from policy", 429, headers("RateLimit", `"a";r=0`, "RateLimit-Policy", `"b";q=1;w=5, "a";q=100;w=30`), 30 * time.Second, true},
-		{"ietf no window", 429, headers("RateLimit", `"a";r=0`, "RateLimit-Policy", `"b";q=1;w=5`), 0, false},
-		{"ietf old dictionary form is ignored", 429, headers("RateLimit", `limit=10, remaining=0, reset=5`), 0, false},
-		{"ietf empty members", 429, headers("RateLimit", `,,;,"";r=0;t=3`), 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res := &http.Response{StatusCode: tt.status, Header: tt.give}
-			got, ok := retryhttp.ParseRateLimitReset(res, now)
-			assert.Equal(t, tt.wantOK, ok)
-			assert.Equal(t, tt.want, got)
-		})
-	}
-}
-
 // TestDelayPrecedence checks the order DefaultDelayFn reads the server's
 // hints in, and the 429 backoff without any.
 func TestDelayPrecedence(t *testing.T) {
@@ -210,37 +126,6 @@ func TestRateLimitResetLoopback(t *testing.T) {
 }
 
 func strconvUnix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
-
-// FuzzParseRateLimitReset checks that no header value makes the rate-limit
-// parsing panic or give a negative wait, and that a wait is given only when
-// one of the headers holds a value.
-func FuzzParseRateLimitReset(f *testing.F) {
-	for _, s := range []string{
-		"", "0", "30", "1.5", "1800000042", "99999999999999999999999", "-5", "+5", "1e9", ".", "5.",
-		`"default";r=0;t=10`, `a;r=0;t=10, b;r=0;t=99`, `"a\"b";r=0;t=8`, `"a;r=0`, `"a";r=0`, `;;;,,,""`,
-	} {
-		f.Add(s, s, s, s, uint16(429))
-	}
-	now := time.Unix(1_800_000_000, 0)
-	f.Fuzz(func(t *testing.T, ietf, policy, reset, xreset string, status uint16) {
-		h := http.Header{}
-		for k, v := range map[string]string{"RateLimit": ietf, "RateLimit-Policy": policy, "RateLimit-Reset": reset, "X-RateLimit-Reset": xreset, "X-Rate-Limit-Reset": xreset} {
-			if v != "" {
-				h.Set(k, v)
-			}
-		}
-		d, ok := retryhttp.ParseRateLimitReset(&http.Response{StatusCode: int(status), Header: h}, now)
-		if d < 0 {
-			t.Fatalf("negative wait %v for %v", d, h)
-		}
-		if ok && ietf == "" && reset == "" && xreset == "" {
-			t.Fatalf("a wait (%v) from no header: %v", d, h)
-		}
-		if !ok && d != 0 {
-			t.Fatalf("no wait but %v", d)
-		}
-	})
-}
 
 // TestHostileRateLimitReset sends GETs to servers that answer every request
 // with a 429 carrying hostile rate-limit headers (and no Retry-After), and

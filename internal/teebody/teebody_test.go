@@ -1,8 +1,9 @@
-package retryhttp
+package teebody
 
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -10,6 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+)
+
+// The sentinels a test Body wraps, as package retryhttp's do.
+var (
+	errNotReplayable = errors.New("not replayable")
+	errBuffering     = errors.New("buffering")
+	testErrors       = Errors{Overflow: fmt.Errorf("%w: over the limit", errNotReplayable), Buffering: errBuffering}
 )
 
 // countClose counts the Close calls of a body.
@@ -38,12 +46,12 @@ func TestTeeConcurrentReadersEachGetTheWholeBody(t *testing.T) {
 	// a time reads the caller's body, the others follow from the copy.
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	src := &countClose{Reader: iotest.OneByteReader(bytes.NewReader(data))}
-	tee := newTeeBody(src, int64(len(data)))
+	tee := New(src, int64(len(data)), testErrors)
 	const readers = 4
 	got := make([][]byte, readers)
 	var wg sync.WaitGroup
 	for i := range got {
-		r := tee.reader()
+		r := tee.Reader()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -55,32 +63,32 @@ func TestTeeConcurrentReadersEachGetTheWholeBody(t *testing.T) {
 	for i := range got {
 		assert.Equal(t, data, got[i], "reader %d", i)
 	}
-	assert.True(t, tee.replayable())
+	assert.True(t, tee.Replayable())
 	assert.Equal(t, 1, src.count(), "closed once, at its end")
-	tee.finish()
+	tee.Finish()
 	assert.Equal(t, 1, src.count())
 }
 
 func TestTeeOverflowDropsTheCopy(t *testing.T) {
 	data := bytes.Repeat([]byte("x"), 1000)
 	src := &countClose{Reader: bytes.NewReader(data)}
-	tee := newTeeBody(src, 100)
-	r := tee.reader()
+	tee := New(src, 100, testErrors)
+	r := tee.Reader()
 	buf := make([]byte, 64)
 	_, err := io.ReadFull(r, buf)
 	require.NoError(t, err)
-	assert.True(t, tee.replayable(), "64 bytes fit")
+	assert.True(t, tee.Replayable(), "64 bytes fit")
 
 	rest, err := io.ReadAll(r)
 	require.NoError(t, err)
 	assert.Len(t, rest, len(data)-64, "the first attempt gets the whole body")
-	assert.False(t, tee.replayable())
+	assert.False(t, tee.Replayable())
 	assert.Nil(t, tee.buf, "the copy is dropped: memory stays bounded")
-	_, err = tee.getBody()
-	assert.ErrorIs(t, err, ErrBodyNotReplayable)
-	late := tee.reader()
+	_, err = tee.GetBody()
+	assert.ErrorIs(t, err, errNotReplayable)
+	late := tee.Reader()
 	_, err = late.Read(buf)
-	assert.ErrorIs(t, err, ErrBodyNotReplayable, "a reader behind cannot be served")
+	assert.ErrorIs(t, err, errNotReplayable, "a reader behind cannot be served")
 	require.NoError(t, late.Close())
 	require.NoError(t, r.Close())
 	assert.Equal(t, 1, src.count())
@@ -90,14 +98,14 @@ func TestTeeClosesCallerBodyWhenLastReaderCloses(t *testing.T) {
 	// A dial error: the attempt closes its reader without reading. The
 	// caller's body stays open for a retry until the request finishes.
 	src := &countClose{Reader: bytes.NewReader([]byte("payload"))}
-	tee := newTeeBody(src, 1<<20)
-	first := tee.reader()
+	tee := New(src, 1<<20, testErrors)
+	first := tee.Reader()
 	require.NoError(t, first.Close())
 	assert.Zero(t, src.count(), "kept for the retry")
-	assert.True(t, tee.started() && tee.replayable())
+	assert.True(t, tee.Started() && tee.Replayable())
 
-	second := tee.reader()
-	tee.finish() // the retry is the last attempt, still reading
+	second := tee.Reader()
+	tee.Finish() // the retry is the last attempt, still reading
 	assert.Zero(t, src.count())
 	got, err := io.ReadAll(second)
 	require.NoError(t, err)
@@ -106,40 +114,40 @@ func TestTeeClosesCallerBodyWhenLastReaderCloses(t *testing.T) {
 	assert.Equal(t, 1, src.count())
 
 	_, err = second.Read(make([]byte, 1))
-	assert.ErrorIs(t, err, errReadAfterClose)
+	assert.ErrorIs(t, err, ErrReadAfterClose)
 }
 
 func TestTeeFinishClosesUnreadBody(t *testing.T) {
 	src := &countClose{Reader: bytes.NewReader([]byte("never read"))}
-	tee := newTeeBody(src, 1<<20)
-	require.NoError(t, tee.reader().Close())
-	tee.finish()
+	tee := New(src, 1<<20, testErrors)
+	require.NoError(t, tee.Reader().Close())
+	tee.Finish()
 	assert.Equal(t, 1, src.count())
 }
 
-func TestTeeSourceErrorIsErrBufferingBody(t *testing.T) {
+func TestTeeSourceErrorIserrBuffering(t *testing.T) {
 	errDisk := errors.New("disk on fire")
 	src := &countClose{Reader: io.MultiReader(bytes.NewReader([]byte("part")), iotest.ErrReader(errDisk))}
-	tee := newTeeBody(src, 1<<20)
-	r := tee.reader()
+	tee := New(src, 1<<20, testErrors)
+	r := tee.Reader()
 	_, err := io.ReadAll(r)
-	assert.ErrorIs(t, err, ErrBufferingBody)
+	assert.ErrorIs(t, err, errBuffering)
 	assert.ErrorIs(t, err, errDisk)
-	assert.False(t, tee.replayable())
+	assert.False(t, tee.Replayable())
 	require.NoError(t, r.Close())
-	tee.finish()
+	tee.Finish()
 	assert.Equal(t, 1, src.count())
 }
 
 func TestTeeEmptyBodyReplays(t *testing.T) {
 	src := &countClose{Reader: bytes.NewReader(nil)}
-	tee := newTeeBody(src, 1)
-	r := tee.reader()
+	tee := New(src, 1, testErrors)
+	r := tee.Reader()
 	got, err := io.ReadAll(r)
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	assert.True(t, tee.replayable())
-	r2, err := tee.getBody()
+	assert.True(t, tee.Replayable())
+	r2, err := tee.GetBody()
 	require.NoError(t, err)
 	got, err = io.ReadAll(r2)
 	require.NoError(t, err)
@@ -149,8 +157,8 @@ func TestTeeEmptyBodyReplays(t *testing.T) {
 func TestTeeCopyNeverOutgrowsLimit(t *testing.T) {
 	const limit = 3000
 	data := bytes.Repeat([]byte("y"), limit)
-	tee := newTeeBody(&countClose{Reader: iotest.HalfReader(bytes.NewReader(data))}, limit)
-	r := tee.reader()
+	tee := New(&countClose{Reader: iotest.HalfReader(bytes.NewReader(data))}, limit, testErrors)
+	r := tee.Reader()
 	got, err := io.ReadAll(r)
 	require.NoError(t, err)
 	assert.Equal(t, data, got)

@@ -1,4 +1,4 @@
-package retryhttp
+package tail
 
 import (
 	"math"
@@ -56,8 +56,8 @@ func TestTailQuantileClamped(t *testing.T) {
 		{math.Inf(1), 0.999},
 	}
 	for _, tt := range tests {
-		if got := tailQuantile(tt.give); got != tt.want {
-			t.Errorf("tailQuantile(%v) = %v, want %v", tt.give, got, tt.want)
+		if got := ClampQuantile(tt.give); got != tt.want {
+			t.Errorf("ClampQuantile(%v) = %v, want %v", tt.give, got, tt.want)
 		}
 	}
 }
@@ -79,11 +79,11 @@ func TestTailQuantileWithinBucket(t *testing.T) {
 	}
 	for name, draw := range dists {
 		for _, q := range []float64{0.5, 0.9, 0.95, 0.99} {
-			var l tailLatency
+			var l Latency
 			samples := make([]time.Duration, 5000)
 			for i := range samples {
 				samples[i] = draw()
-				l.record(0, samples[i])
+				l.Record(0, samples[i])
 			}
 			slices.Sort(samples)
 			truth := samples[int(math.Ceil(q*float64(len(samples))))-1]
@@ -99,7 +99,7 @@ func TestTailQuantileWithinBucket(t *testing.T) {
 // older than two epochs leave it.
 func TestTailQuantileWindow(t *testing.T) {
 	const q = 0.95
-	var l tailLatency
+	var l Latency
 	n := int(tailMinSamples(q))
 	if n != 80 {
 		t.Fatalf("tailMinSamples(0.95) = %d, want 80", n)
@@ -114,12 +114,12 @@ func TestTailQuantileWindow(t *testing.T) {
 	}
 	epoch := int64(tailEpoch)
 	for range n - 1 {
-		l.record(epoch, time.Millisecond)
+		l.Record(epoch, time.Millisecond)
 	}
 	if d := l.quantile(epoch, q); d != 0 {
 		t.Fatalf("with %d samples: %v, want none", n-1, d)
 	}
-	l.record(epoch+1, time.Millisecond)
+	l.Record(epoch+1, time.Millisecond)
 	if d := l.quantile(epoch+1, q); d < time.Millisecond || d > 1125*time.Microsecond {
 		t.Fatalf("with %d samples: %v, want about 1ms", n, d)
 	}
@@ -132,7 +132,7 @@ func TestTailQuantileWindow(t *testing.T) {
 	}
 	// A new epoch in the same slot starts from nothing: one slow sample
 	// recorded there leaves too few for a quantile.
-	l.record(3*epoch, time.Second)
+	l.Record(3*epoch, time.Second)
 	if d := l.quantile(3*epoch, q); d != 0 {
 		t.Fatalf("after the slot was reused: %v, want none", d)
 	}
@@ -140,27 +140,27 @@ func TestTailQuantileWindow(t *testing.T) {
 
 // delay computes a quantile at most once per tailRefresh for one quantile.
 func TestTailDelayRefresh(t *testing.T) {
-	var l tailLatency
-	if _, ok := l.delay(0, 0.9); ok {
+	var l Latency
+	if _, ok := l.Delay(0, 0.9); ok {
 		t.Fatal("an empty window has a delay")
 	}
 	for range 100 {
-		l.record(0, time.Millisecond)
+		l.Record(0, time.Millisecond)
 	}
-	d, ok := l.delay(1, 0.9) // a cold window is not cached
+	d, ok := l.Delay(1, 0.9) // a cold window is not cached
 	if !ok || d < time.Millisecond || d > 1125*time.Microsecond {
 		t.Fatalf("delay = %v, %v; want about 1ms", d, ok)
 	}
 	for range 1000 {
-		l.record(0, time.Second)
+		l.Record(0, time.Second)
 	}
-	if got, _ := l.delay(int64(tailRefresh)-1, 0.9); got != d {
+	if got, _ := l.Delay(int64(tailRefresh)-1, 0.9); got != d {
 		t.Fatalf("within tailRefresh: %v, want the cached %v", got, d)
 	}
-	if got, _ := l.delay(int64(tailRefresh)-1, 0.5); got < time.Second {
+	if got, _ := l.Delay(int64(tailRefresh)-1, 0.5); got < time.Second {
 		t.Fatalf("another quantile: %v, want it computed (about 1s)", got)
 	}
-	if got, _ := l.delay(2*int64(tailRefresh), 0.9); got < time.Second {
+	if got, _ := l.Delay(2*int64(tailRefresh), 0.9); got < time.Second {
 		t.Fatalf("after tailRefresh: %v, want it computed again (about 1s)", got)
 	}
 }
@@ -168,12 +168,12 @@ func TestTailDelayRefresh(t *testing.T) {
 // Recording and reading a host's latency does not allocate, once its
 // quantile is cached.
 func TestTailRecordAllocs(t *testing.T) {
-	var l tailLatency
-	l.record(0, time.Millisecond)
-	l.delay(0, 0.95)
+	var l Latency
+	l.Record(0, time.Millisecond)
+	l.Delay(0, 0.95)
 	if n := testing.AllocsPerRun(100, func() {
-		l.record(1, time.Millisecond)
-		l.delay(1, 0.95)
+		l.Record(1, time.Millisecond)
+		l.Delay(1, 0.95)
 	}); n != 0 {
 		t.Errorf("%v allocations per record and delay, want 0", n)
 	}

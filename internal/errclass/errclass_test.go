@@ -1,4 +1,4 @@
-package retryhttp
+package errclass
 
 import (
 	"errors"
@@ -37,7 +37,7 @@ func TestHTTP2StreamResetIsConnLost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, isConnLost(tt.give))
+			assert.Equal(t, tt.want, ConnLost(tt.give))
 		})
 	}
 }
@@ -61,8 +61,8 @@ func TestIsTunnelRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, isTunnelRefused(tt.give))
-			assert.Equal(t, tt.want, isDialErr(tt.give), "a refused tunnel is a dial error")
+			assert.Equal(t, tt.want, TunnelRefused(tt.give))
+			assert.Equal(t, tt.want, Dial(tt.give), "a refused tunnel is a dial error")
 		})
 	}
 }

@@ -1,4 +1,8 @@
-package retryhttp
+// Package teebody is the body of a request that may be retried but cannot be
+// read again (it has no GetBody): the caller's body read once, as fast as the
+// attempts read it, with a copy kept up to a limit for the attempts that
+// follow. Package retryhttp's replay (body.go) is its only user.
+package teebody
 
 import (
 	"errors"
@@ -7,8 +11,8 @@ import (
 	"sync"
 )
 
-// teeBody is the body of a request without GetBody that may be retried
-// (replayTee): the caller's body, read once, as fast as the attempts read
+// Body is the body of a request without GetBody that may be retried: the
+// caller's body, read once, as fast as the attempts read
 // it, with a copy of what was read kept up to a limit. The first attempt
 // streams the body as it comes, exactly as bare net/http would (a
 // full-duplex body whose writer waits for the response works); a later
@@ -17,17 +21,18 @@ import (
 // copy overflows the limit (or the caller's body fails): then the copy is
 // dropped, and no attempt is added.
 //
-// Each attempt reads through a teeReader of its own. Several may read at
+// Each attempt reads through a Reader of its own. Several may read at
 // once: net/http may go on reading (and then close) an attempt's body after
 // its RoundTrip returned, while the next attempt reads, and net/http's own
-// replays read through GetBody (getBody). Only one
+// replays read through GetBody. Only one
 // of them reads the caller's body at a time; the others wait for that read
 // and take its bytes from the copy. The caller's body is closed once it is
 // read to its end, or once no reader is open and no attempt will follow
-// (finish).
-type teeBody struct {
+// (Finish). It is safe for concurrent use.
+type Body struct {
 	src   io.ReadCloser
 	limit int64
+	errs  Errors
 
 	mu      sync.Mutex
 	turn    sync.Cond // on mu: a read of src ended, or a reader closed
@@ -42,58 +47,67 @@ type teeBody struct {
 	closed  bool      // src is closed, or being closed
 }
 
-// errBodyOverflow is the error of an attempt that needed bytes of the body
-// that the copy no longer holds: it overflowed while an earlier attempt was
-// still reading the caller's body.
-var errBodyOverflow = fmt.Errorf("%w: longer than the body buffer limit", ErrBodyNotReplayable)
+// Errors are the errors a Body returns, chosen by its user so that they
+// wrap the user's own sentinels.
+type Errors struct {
+	// Overflow is the error of a reader that needed bytes of the body that
+	// the copy no longer holds: it overflowed while an earlier reader was
+	// still reading the caller's body. GetBody returns it too.
+	Overflow error
 
-// errReadAfterClose is the error of a read of an attempt's body after the
-// base transport closed it.
-var errReadAfterClose = errors.New("retryhttp: read of a closed request body")
+	// Buffering wraps (with %w) the error of a failed read of the caller's
+	// body.
+	Buffering error
+}
 
-func newTeeBody(src io.ReadCloser, limit int64) *teeBody {
-	t := &teeBody{src: src, limit: limit}
+// ErrReadAfterClose is the error of a read of a Reader after its Close.
+var ErrReadAfterClose = errors.New("retryhttp: read of a closed request body")
+
+// New returns the Body that reads src, keeping a copy of up to limit bytes,
+// and fails with errs.
+func New(src io.ReadCloser, limit int64, errs Errors) *Body {
+	t := &Body{src: src, limit: limit, errs: errs}
 	t.turn.L = &t.mu
 	return t
 }
 
-// reader returns a new reader of the whole body, for one attempt.
-func (t *teeBody) reader() *teeReader {
+// Reader returns a new reader of the whole body, for one attempt.
+func (t *Body) Reader() *Reader {
 	t.mu.Lock()
 	t.open++
 	t.made = true
 	t.mu.Unlock()
-	return &teeReader{t: t}
+	return &Reader{t: t}
 }
 
-// started reports whether a reader was made: the first attempt is built.
-func (t *teeBody) started() bool {
+// Started reports whether a reader was made: the first attempt is built.
+func (t *Body) Started() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.made
 }
 
-// replayable reports whether another attempt could send the whole body:
+// Replayable reports whether another attempt could send the whole body:
 // every byte read so far is still held, and the caller's body did not fail.
-func (t *teeBody) replayable() bool {
+func (t *Body) Replayable() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return !t.over && (t.err == nil || t.err == io.EOF)
 }
 
-// getBody is the GetBody of every attempt's request: a new reader of the
+// GetBody is the GetBody of every attempt's request: a new reader of the
 // whole body, for a base transport that replays the request by itself, or
 // an error once the copy no longer holds the whole body read so far.
-func (t *teeBody) getBody() (io.ReadCloser, error) {
-	if !t.replayable() {
-		return nil, errBodyOverflow
+func (t *Body) GetBody() (io.ReadCloser, error) {
+	if !t.Replayable() {
+		return nil, t.errs.Overflow
 	}
-	return t.reader(), nil
+	return t.Reader(), nil
 }
 
-// finish says that no attempt will follow: the caller's body is closed
+// Finish says that no attempt will follow: the caller's body is closed
 // now, or when the last reader still open closes.
-func (t *teeBody) finish() {
+func (t *Body) Finish() {
 	t.mu.Lock()
 	t.done = true
 	closeSrc := t.takeClose()
@@ -106,7 +120,7 @@ func (t *teeBody) finish() {
 // takeClose reports whether the caller's body must be closed now, and
 // marks it closed if so: no reader is open and none will be added. It
 // requires that t.mu is held.
-func (t *teeBody) takeClose() bool {
+func (t *Body) takeClose() bool {
 	if t.closed || t.open > 0 || !t.done {
 		return false
 	}
@@ -116,7 +130,7 @@ func (t *teeBody) takeClose() bool {
 
 // keep records p, the bytes of one read of src, and its error. It
 // requires that t.mu is held.
-func (t *teeBody) keep(p []byte, err error) {
+func (t *Body) keep(p []byte, err error) {
 	t.n += int64(len(p))
 	switch {
 	case t.over:
@@ -130,7 +144,7 @@ func (t *teeBody) keep(p []byte, err error) {
 	case err == io.EOF:
 		t.err = err
 	case err != nil:
-		t.err = fmt.Errorf("%w: %w", ErrBufferingBody, err)
+		t.err = fmt.Errorf("%w: %w", t.errs.Buffering, err)
 	}
 }
 
@@ -138,7 +152,7 @@ func (t *teeBody) keep(p []byte, err error) {
 // its capacity as append would, but never past the limit, so that the copy
 // of a body of exactly the limit costs the limit, not twice it. It requires
 // that t.mu is held.
-func (t *teeBody) grow(n int) {
+func (t *Body) grow(n int) {
 	need := len(t.buf) + n
 	if need <= cap(t.buf) {
 		return
@@ -149,9 +163,9 @@ func (t *teeBody) grow(n int) {
 	t.buf = buf
 }
 
-// teeReader is the body of one attempt: the copy, then the caller's body.
-type teeReader struct {
-	t      *teeBody
+// Reader is the body of one attempt: the copy, then the caller's body.
+type Reader struct {
+	t      *Body
 	off    int64 // bytes of the body this reader returned
 	closed bool  // guarded by t.mu
 }
@@ -159,17 +173,17 @@ type teeReader struct {
 // Read returns the next bytes of the body: from the copy while this reader
 // is behind, else from the caller's body, once no other reader is reading
 // it.
-func (r *teeReader) Read(p []byte) (int, error) {
+func (r *Reader) Read(p []byte) (int, error) {
 	t := r.t
 	t.mu.Lock()
 	for {
 		switch {
 		case r.closed:
 			t.mu.Unlock()
-			return 0, errReadAfterClose
+			return 0, ErrReadAfterClose
 		case r.off < t.n && t.over:
 			t.mu.Unlock()
-			return 0, errBodyOverflow
+			return 0, t.errs.Overflow
 		case r.off < t.n:
 			n := copy(p, t.buf[r.off:])
 			r.off += int64(n)
@@ -188,7 +202,7 @@ func (r *teeReader) Read(p []byte) (int, error) {
 
 // readSrc reads the caller's body into p, keeping a copy. It requires that
 // t.mu is held, and unlocks it.
-func (r *teeReader) readSrc(p []byte) (int, error) {
+func (r *Reader) readSrc(p []byte) (int, error) {
 	t := r.t
 	t.reading = true
 	t.mu.Unlock()
@@ -215,7 +229,7 @@ func (r *teeReader) readSrc(p []byte) (int, error) {
 
 // Close ends this attempt's reading. The caller's body is closed when no
 // attempt reads it any longer and none will follow.
-func (r *teeReader) Close() error {
+func (r *Reader) Close() error {
 	t := r.t
 	t.mu.Lock()
 	if r.closed {

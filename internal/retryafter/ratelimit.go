@@ -1,4 +1,4 @@
-package retryhttp
+package retryafter
 
 import (
 	"net/http"
@@ -7,23 +7,17 @@ import (
 	"time"
 )
 
-// Rate-limit reset headers, read by DefaultDelayFn when a response has no
-// valid Retry-After. docs/ratelimit.md states the rules and the reasons.
+// Rate-limit reset headers, read by retryhttp's DefaultDelayFn when a
+// response has no valid Retry-After. docs/ratelimit.md states the rules and
+// the reasons.
 
-const (
-	// defaultThrottleBase is the backoff base for a 429 that says nothing
-	// about when to come back: a server that is shedding load needs more
-	// room than one that failed (AWS's SDKs use 1s for throttling errors).
-	defaultThrottleBase = time.Second
+// epochThreshold separates the two meanings of X-RateLimit-Reset and
+// RateLimit-Reset: a value of at least 10^9 is a Unix time in seconds (10^9
+// is September 2001), a smaller one a number of seconds to wait (10^9
+// seconds is 31 years: no server means that).
+const epochThreshold = 1_000_000_000
 
-	// epochThreshold separates the two meanings of X-RateLimit-Reset and
-	// RateLimit-Reset: a value of at least 10^9 is a Unix time in seconds
-	// (10^9 is September 2001), a smaller one a number of seconds to wait
-	// (10^9 seconds is 31 years: no server means that).
-	epochThreshold = 1_000_000_000
-)
-
-// parseRateLimitReset returns the wait that the rate-limit headers of h
+// RateLimitReset returns the wait that the rate-limit headers of res
 // announce, trying in order:
 //
 //  1. RateLimit (draft-ietf-httpapi-ratelimit-headers): the largest t of the
@@ -37,7 +31,7 @@ const (
 // It reports false when none gives a usable wait: missing, malformed, or a
 // Unix time at or before now (a skewed clock, or a delta misread as a time:
 // "retry at once" is not trusted from a guess).
-func parseRateLimitReset(res *http.Response, now func() time.Time) (time.Duration, bool) {
+func RateLimitReset(res *http.Response, now func() time.Time) (time.Duration, bool) {
 	h := res.Header
 	if d, ok := parseRateLimitField(h); ok {
 		return d, true
