@@ -58,10 +58,16 @@ func withHedging(delay time.Duration, maxHedges int) patch {
 // hedged: hedging is on, the request may be sent more than once, and it is
 // guessed idempotent (idempotency.go).
 func (s *settings) hedges(idem idempotency, body *replay) bool {
-	if s.hedgeDelay <= 0 && s.hedgeQuantile == 0 || s.maxHedges <= 0 || s.maxRetries == 0 || !body.replayable() {
+	if !s.hedgingOn() || s.maxRetries == 0 || !body.replayable() {
 		return false
 	}
 	return idem.guessed
+}
+
+// hedgingOn reports whether s hedges at all: with a fixed delay or an
+// adaptive one, and at least one hedge.
+func (s *settings) hedgingOn() bool {
+	return (s.hedgeDelay > 0 || s.hedgeQuantile != 0) && s.maxHedges > 0
 }
 
 // allow reports whether one more attempt of the hedged request may be sent,

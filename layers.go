@@ -66,14 +66,14 @@ func outerAttempt(v string) int {
 }
 
 // layered returns s, or, for a request that an outer layer retries, a
-// copy of s in own without retries.
-func (s *settings) layered(req *http.Request, own *settings) *settings {
-	if s.maxRetries == 0 || !outerRetry(req.Header) {
+// copy of s without retries (made only then: such requests are rare).
+func (s *settings) layered(h http.Header) *settings {
+	if s.maxRetries == 0 || !outerRetry(h) {
 		return s
 	}
-	*own = *s
+	own := *s
 	own.maxRetries = 0
-	return own
+	return &own
 }
 
 // keyFor returns the idempotency key to inject into req: the outer layer's

@@ -145,8 +145,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var own settings // if a policy or overrides apply: a patched copy
 		s = t.settings(req, &own)
 	}
-	var layered settings
-	s = s.layered(req, &layered) // layers.go: an outer layer's retry is not retried here
+	s = s.layered(req.Header) // layers.go: an outer layer's retry is not retried here
 	res, e, err := t.roundTrip(req, s)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
@@ -178,9 +177,13 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 	if err := body.init(req, s, &facts); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
-	defer body.finish() // a streamed body is closed once no attempt reads it
-	if d, ok := t.hedging(ctx, req, s, idem, &body); ok {
-		return t.roundTripHedged(ctx, caller, *s, d, body, idem)
+	if body.mode == replayTee {
+		defer body.finish() // a streamed body is closed once no attempt reads it
+	}
+	if s.hedgingOn() {
+		if d, ok := t.hedging(ctx, req, s, idem, &body); ok {
+			return t.roundTripHedged(ctx, caller, *s, d, body, idem)
+		}
 	}
 	// Watch the writes of requests that only a proof of never having left
 	// could make retryable, unless the base transport is known not to
@@ -203,9 +206,13 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
-		timer, began := t.startAttempt(s.budget), t.firstStart(s, count)
+		timer := t.startAttempt(s.budget)
+		var began time.Time // adaptive hedging times first attempts (hedgedelay.go)
+		if s.hedgeQuantile != 0 {
+			began = t.firstStart(s, count)
+		}
 		res, err := t.send(sent, s.attemptTimeout)
-		t.firstEnd(sent, began, res, err) // adaptive hedging (hedgedelay.go)
+		t.firstEnd(sent, began, res, err)
 		err = w.mark(err)
 		o := attemptOutcome{First: count == 1, Timeout: s.attemptTimeout, Refund: refundable}
 		timer.end(t, s.budget, &o)
@@ -249,7 +256,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 // send runs one attempt on the base transport, enforcing its contract: an
 // error comes without a response, and a response with no error.
 func (t *Transport) send(req *http.Request, timeout time.Duration) (*http.Response, error) {
-	req = t.withDeadlineHeader(req, timeout) // deadline.go
+	if t.deadlineHeader {
+		req = t.withDeadlineHeader(req, timeout) // deadline.go
+	}
 	var res *http.Response
 	var err error
 	if timeout > 0 {
@@ -257,7 +266,9 @@ func (t *Transport) send(req *http.Request, timeout time.Duration) (*http.Respon
 	} else {
 		res, err = t.baseTransport().RoundTrip(req)
 	}
-	err = strayCancel(req, err) // straycancel.go
+	if err != nil {
+		err = strayCancel(req, err) // straycancel.go
+	}
 	switch {
 	case err != nil && res != nil:
 		discard(res)
