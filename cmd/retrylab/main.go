@@ -92,7 +92,8 @@ func (c config) scaleNote() []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("Run at -timescale %g: every time of the lab (pace, work, waits, timeouts, buckets) ran %g× as long; "+
-		"the times shown are model times. Times inside retryhttp that no option sets are not scaled.", c.timescale, c.timescale)}
+		"the times shown are model times. Times inside retryhttp that no option sets are not scaled: the retry budget's "+
+		"(a parked retry's 2s MaxWait) among them, so the defaults rows read worse than at -timescale 1.", c.timescale, c.timescale)}
 }
 
 // command returns the command line that reproduces the run.
