@@ -198,19 +198,30 @@ func (f *fakeTimers) count() int {
 	return len(f.created)
 }
 
-func TestLoadShedderQueue(t *testing.T) {
+// timedQueue returns a shedder made with opts, its queue's timers handed
+// to the test, serving a server whose handler blocks in g, a client, and
+// the status of the request that holds the one slot; reasons receives
+// every decision after that request's.
+func timedQueue(t *testing.T, opts inbound.LoadShedderOptions) (*inbound.LoadShedder, *fakeTimers, *gate,
+	*http.Client, *httptest.Server, <-chan int, chan inbound.ShedDecision) {
+	t.Helper()
 	reasons := make(chan inbound.ShedDecision, 100)
-	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
-		Limit: 1, MaxQueue: 1, MaxQueueWait: 250 * time.Millisecond,
-		OnDecision: func(d inbound.ShedDecision) { reasons <- d },
-	})
+	opts.OnDecision = func(d inbound.ShedDecision) { reasons <- d }
+	s := inbound.NewLoadShedder(opts)
 	timers := &fakeTimers{}
 	inbound.SetShedTimer(s, timers.newTimer)
 	g := newGate()
 	srv := shedServer(t, s, g)
 	c := plainClient(t)
-	held := occupy(t, c, srv.URL, g, 1)
+	held := occupy(t, c, srv.URL, g, 1)[0]
 	<-reasons
+	return s, timers, g, c, srv, held, reasons
+}
+
+func TestLoadShedderQueue(t *testing.T) {
+	s, timers, g, c, srv, held, reasons := timedQueue(t, inbound.LoadShedderOptions{
+		Limit: 1, MaxQueue: 1, MaxQueueWait: 250 * time.Millisecond,
+	})
 
 	// One request waits; the next finds the queue full.
 	waiting := getAsync(context.Background(), c, srv.URL+"/fast")
@@ -223,7 +234,7 @@ func TestLoadShedderQueue(t *testing.T) {
 
 	// A slot freed goes to the waiter.
 	g.open()
-	assert.Equal(t, http.StatusOK, <-held[0])
+	assert.Equal(t, http.StatusOK, <-held)
 	assert.Equal(t, http.StatusOK, <-waiting)
 	admitted := <-reasons
 	assert.False(t, admitted.Shed)
@@ -232,18 +243,7 @@ func TestLoadShedderQueue(t *testing.T) {
 }
 
 func TestLoadShedderQueueTimeoutAndCancel(t *testing.T) {
-	reasons := make(chan inbound.ShedDecision, 100)
-	s := inbound.NewLoadShedder(inbound.LoadShedderOptions{
-		Limit: 1, MaxQueue: 5,
-		OnDecision: func(d inbound.ShedDecision) { reasons <- d },
-	})
-	timers := &fakeTimers{}
-	inbound.SetShedTimer(s, timers.newTimer)
-	g := newGate()
-	srv := shedServer(t, s, g)
-	c := plainClient(t)
-	held := occupy(t, c, srv.URL, g, 1)
-	<-reasons
+	s, timers, g, c, srv, held, reasons := timedQueue(t, inbound.LoadShedderOptions{Limit: 1, MaxQueue: 5})
 
 	// The queue's time runs out.
 	timedOut := getAsync(context.Background(), c, srv.URL+"/fast")
@@ -266,7 +266,7 @@ func TestLoadShedderQueueTimeoutAndCancel(t *testing.T) {
 	assert.Zero(t, s.Stats().Queued)
 
 	g.open()
-	assert.Equal(t, http.StatusOK, <-held[0])
+	assert.Equal(t, http.StatusOK, <-held)
 	assert.Equal(t, inbound.LoadShedderStats{Limit: 1, Admitted: 1, Shed: 2}, s.Stats())
 }
 
