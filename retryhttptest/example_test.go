@@ -82,3 +82,25 @@ func ExampleHang() {
 	fmt.Println(res.Status, srv.Requests())
 	// Output: 200 OK 2
 }
+
+// A manual clock moves only when the test says: a timer made on it (by a
+// Transport's waits, attempt timeouts or hedge delays, or directly as
+// here) fires when Advance passes its time.
+func ExampleNewManualClock() {
+	clock := retryhttptest.NewManualClock(time.Unix(0, 0))
+	fire, _ := clock.NewTimer(time.Second)
+
+	clock.Advance(500 * time.Millisecond)
+	select {
+	case <-fire:
+		fmt.Println("fired too early")
+	default:
+		fmt.Println("after 500ms: waiting")
+	}
+	clock.Advance(500 * time.Millisecond)
+	<-fire
+	fmt.Println("after 1s: fired")
+	// Output:
+	// after 500ms: waiting
+	// after 1s: fired
+}
