@@ -607,13 +607,13 @@ func TestHedgeDecisionReportsCallerRequestAndInFlight(t *testing.T) {
 	var mu sync.Mutex
 	var hedges []retryhttp.Decision
 	_, tr := newHedgeClient(t, retryhttp.WithHedging(30*time.Millisecond, 2), retryhttp.WithIdempotencyKeysHonored(true),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 			if d.Hedge {
 				mu.Lock()
 				hedges = append(hedges, d)
 				mu.Unlock()
 			}
-		}))
+		}}))
 	req, err := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader("x"))
 	require.NoError(t, err)
 

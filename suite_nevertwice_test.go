@@ -236,13 +236,13 @@ func TestClientTimeoutReportsCanceled(t *testing.T) {
 	})
 	var mu sync.Mutex
 	reasons := map[retryhttp.StopReason]int{}
-	tr := newTransport(t, retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+	tr := newTransport(t, retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if !d.Retry {
 			mu.Lock()
 			reasons[d.Reason]++
 			mu.Unlock()
 		}
-	}))
+	}}))
 	c := &http.Client{Transport: tr, Timeout: 30 * time.Millisecond}
 	const n = 40
 	var wg sync.WaitGroup
