@@ -50,8 +50,8 @@ type IdempotencyKeys struct {
 	// counts as idempotent, so DefaultShouldRetryFn retries its timeouts,
 	// resets, 502s and 503s. When false, injected keys are sent, but
 	// retries of non-idempotent requests stay limited to failures that
-	// prove the request was not processed. A key the caller set counts as
-	// honoured either way: the caller knows its server.
+	// prove the request was not processed. A key the caller set makes the
+	// request count as idempotent either way: the caller knows its server.
 	Honored bool
 }
 
