@@ -162,7 +162,7 @@ func TestHappyPathAddsNoAllocs(t *testing.T) {
 	const url = "http://example.test/"
 	bare := memTransport{}
 	ours := retryhttp.New(retryhttp.WithTransport(memTransport{}))
-	noKeys := retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(false))
+	noKeys := retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true}))
 	tests := []struct {
 		name  string
 		ours  *retryhttp.Transport

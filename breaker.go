@@ -121,7 +121,7 @@ type breakers struct {
 	set *breaker.Set
 
 	onStateChange func(host string, from, to CircuitState)   // the settings'
-	hooks         []func(host string, from, to CircuitState) // WithOnCircuitStateChange
+	hooks         []func(host string, from, to CircuitState) // Hooks.OnCircuitStateChange
 }
 
 // ticket is what allow hands over to done.

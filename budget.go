@@ -9,8 +9,12 @@ import (
 	"github.com/seed2409de8f/retryhttp/internal/budget"
 )
 
-// Defaults of RetryBudgetOptions.
+// Defaults: of WithMaxRetries, and of RetryBudgetOptions.
 const (
+	// DefaultMaxRetries is the number of retries (not attempts) made unless
+	// told otherwise: a request is sent at most DefaultMaxRetries+1 times.
+	DefaultMaxRetries = 3
+
 	// DefaultRetryBudgetRatio is the number of tokens a successful attempt
 	// deposits: one retry for every ten successes.
 	DefaultRetryBudgetRatio = 0.1

@@ -65,7 +65,7 @@ func ExampleRetryBudgetOptions_clock() {
 		retryhttp.WithClock(clock),
 		retryhttp.WithRetryBudget(budget),
 		retryhttp.WithMaxRetries(2),
-		retryhttp.WithOnPark(func(e retryhttp.ParkEvent) { fmt.Println("retry", e.Kind) }),
+		retryhttp.WithHooks(retryhttp.Hooks{OnPark: func(e retryhttp.ParkEvent) { fmt.Println("retry", e.Kind) }}),
 	)
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	if err != nil {

@@ -45,7 +45,7 @@ func TestRetryAllocs(t *testing.T) {
 // margin.
 func TestKeyInjectionAllocs(t *testing.T) {
 	keyed := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{})), newPOST)
-	noKeys := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(false)), newPOST)
+	noKeys := allocsOf(t, retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})), newPOST)
 	assert.LessOrEqual(t, keyed, noKeys+6, "keys off %v, keys on %v", noKeys, keyed)
 }
 

@@ -52,7 +52,7 @@ const (
 	DeadlineHeader = "Request-Timeout-Ms"
 
 	// DefaultIdempotencyKeyHeader is the header that carries the idempotency
-	// keys the transport injects, unless WithIdempotencyKeyHeader names
+	// keys the transport injects, unless IdempotencyKeys.Header names
 	// another. It is the field defined by the IETF draft "The
 	// Idempotency-Key HTTP Header Field". See WithIdempotencyKeys
 	// (idempotency.go).

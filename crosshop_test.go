@@ -188,7 +188,7 @@ func TestAttemptHeader(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec attemptHeaders
 			srv := newCountingServer(t, rec.handler(3))
-			opts := append([]retryhttp.Option{noDelay, unlimitedBudget, retryhttp.WithIdempotencyKeysHonored(true)}, tt.opts...)
+			opts := append([]retryhttp.Option{noDelay, unlimitedBudget, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}, tt.opts...)
 			c := &http.Client{Transport: newTransport(t, opts...)}
 			req, err := http.NewRequest(tt.method, srv.URL, tt.body)
 			require.NoError(t, err)

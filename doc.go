@@ -75,9 +75,8 @@
 //
 // # Seeing what it did
 //
-// Hooks on every attempt, decision and parked retry ([WithOnAttempt],
-// [WithOnRetryDecision], [WithOnCircuitStateChange], [WithOnPark]),
-// log/slog records of retries and give-ups ([WithLogger]), and
+// Hooks on every attempt, decision, parked retry and change of a circuit
+// ([WithHooks]), log/slog records of retries and give-ups ([WithLogger]), and
 // OpenTelemetry metrics from the nested module [otelretryhttp]; all are off
 // by default and free then. In tests, the package [retryhttptest] has
 // servers that fail on cue and a clock that skips the waits. Details:

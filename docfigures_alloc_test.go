@@ -27,8 +27,10 @@ func TestObservabilityDocCounts(t *testing.T) {
 		"bare":      memTransport{},
 		"retryhttp": retryhttp.New(retryhttp.WithTransport(memTransport{})),
 		"hooks": retryhttp.New(retryhttp.WithTransport(memTransport{}), retryhttp.WithLogger(quiet),
-			retryhttp.WithOnAttempt(func(retryhttp.AttemptInfo) {}),
-			retryhttp.WithOnRetryDecision(func(retryhttp.Decision) {})),
+			retryhttp.WithHooks(retryhttp.Hooks{
+				OnAttempt:       func(retryhttp.AttemptInfo) {},
+				OnRetryDecision: func(retryhttp.Decision) {},
+			})),
 	} {
 		f := mustRoundTrip(rt, url, newGET)
 		measured["cost allocs "+name] = int64(testing.AllocsPerRun(200, f))

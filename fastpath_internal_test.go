@@ -194,13 +194,15 @@ func TestFastPathReportsToHooksAndBreaker(t *testing.T) {
 	var stops []StopReason
 	var changes atomic.Int32
 	tr := New(WithTransport(srv.Client().Transport),
-		WithOnRetryDecision(func(d Decision) {
-			if !d.Retry {
-				stops = append(stops, d.Reason)
-			}
+		WithHooks(Hooks{
+			OnRetryDecision: func(d Decision) {
+				if !d.Retry {
+					stops = append(stops, d.Reason)
+				}
+			},
+			OnCircuitStateChange: func(string, CircuitState, CircuitState) { changes.Add(1) },
 		}),
-		WithCircuitBreaker(CircuitBreakerSettings{}),
-		WithOnCircuitStateChange(func(string, CircuitState, CircuitState) { changes.Add(1) }))
+		WithCircuitBreaker(CircuitBreakerSettings{}))
 	getOK(t, tr, context.Background(), srv.URL)
 	assert.Equal(t, []StopReason{StopSuccess}, stops)
 	assert.Zero(t, changes.Load())

@@ -43,11 +43,13 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 			var stops []StopReason
 			var attempts int
 			withHooks := []Option{
-				WithOnAttempt(func(AttemptInfo) { attempts++ }),
-				WithOnRetryDecision(func(d Decision) {
-					if !d.Retry {
-						stops = append(stops, d.Reason)
-					}
+				WithHooks(Hooks{
+					OnAttempt: func(AttemptInfo) { attempts++ },
+					OnRetryDecision: func(d Decision) {
+						if !d.Retry {
+							stops = append(stops, d.Reason)
+						}
+					},
 				}),
 			}
 			for _, hooked := range []bool{false, true} {

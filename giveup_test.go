@@ -56,11 +56,11 @@ func TestErrorOnGiveUp(t *testing.T) {
 			})
 			var stop retryhttp.Decision
 			opts := append([]retryhttp.Option{noDelay, retryhttp.WithErrorOnGiveUp(true),
-				retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 					if !d.Retry {
 						stop = d
 					}
-				})}, tt.options...)
+				}})}, tt.options...)
 			tr := newTransport(t, opts...)
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			assert.EqualValues(t, tt.wantAttempts, srv.attempts.Load())

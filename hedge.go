@@ -18,7 +18,7 @@ import (
 //   - only requests guessed idempotent are hedged (GET, HEAD, OPTIONS, TRACE,
 //     PUT, DELETE, or the methods of a CustomizedShouldRetryFn that replaces
 //     that list; or a caller's Idempotency-Key or X-Idempotency-Key, or an
-//     injected key when WithIdempotencyKeysHonored says keys are honoured),
+//     injected key when IdempotencyKeys.Honored says keys are honoured),
 //     and only if their body can be replayed; the others take the usual
 //     retry path;
 //   - the first attempt runs on the caller's goroutine; a goroutine starts

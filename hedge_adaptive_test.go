@@ -53,13 +53,13 @@ type hedgeCounter struct {
 
 func (c *hedgeCounter) option() retryhttp.Option {
 	c.hedges = map[string]int{}
-	return retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+	return retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if d.Hedge {
 			c.mu.Lock()
 			c.hedges[d.Attempt.Req.URL.Query().Get("id")]++
 			c.mu.Unlock()
 		}
-	})
+	}})
 }
 
 func (c *hedgeCounter) of(id int) int {

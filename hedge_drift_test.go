@@ -63,7 +63,7 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 				}
 				fmt.Fprintf(w, "attempt %d", n)
 			})
-			opts := []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithIdempotencyKeys(false)}
+			opts := []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})}
 			if tt.opt != nil {
 				opts = append(opts, tt.opt)
 			}

@@ -46,7 +46,7 @@ func TestHedgeFirstAttemptOnCallersGoroutine(t *testing.T) {
 	base := &seeingTransport{test: "TestHedgeFirstAttemptOnCallersGoroutine"}
 	var decisions []retryhttp.Decision
 	tr := retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithHedging(time.Hour, 2),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) { decisions = append(decisions, d) }))
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { decisions = append(decisions, d) }}))
 	for range 3 {
 		req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
 		require.NoError(t, err)

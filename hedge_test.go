@@ -131,11 +131,11 @@ func TestHedgeOnlyRequestsGuessedIdempotent(t *testing.T) {
 		{name: "PATCH is not hedged", method: http.MethodPatch, hold: notHedged, wantHits: 1},
 		{
 			name: "injected key, not honoured: not hedged", method: http.MethodPost,
-			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(true)}, hold: notHedged, wantHits: 1,
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{})}, hold: notHedged, wantHits: 1,
 		},
 		{
 			name: "injected key, honoured: hedged", method: http.MethodPost,
-			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)}, hold: slowHandler, wantHits: 2,
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}, hold: slowHandler, wantHits: 2,
 		},
 		{
 			name: "caller's key: hedged", method: http.MethodPost,
@@ -606,14 +606,14 @@ func TestHedgeDecisionReportsCallerRequestAndInFlight(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var hedges []retryhttp.Decision
-	_, tr := newHedgeClient(t, retryhttp.WithHedging(30*time.Millisecond, 2), retryhttp.WithIdempotencyKeysHonored(true),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+	_, tr := newHedgeClient(t, retryhttp.WithHedging(30*time.Millisecond, 2), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 			if d.Hedge {
 				mu.Lock()
 				hedges = append(hedges, d)
 				mu.Unlock()
 			}
-		}))
+		}}))
 	req, err := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader("x"))
 	require.NoError(t, err)
 

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// AttemptInfo describes one attempt just made, for an OnAttempt hook
-// (WithOnAttempt).
+// AttemptInfo describes one attempt just made, for a Hooks.OnAttempt
+// hook.
 type AttemptInfo struct {
 	// Attempt is the attempt: its number (Count, 1 for the first), the
 	// request as sent, and its response or error. The response's body must
@@ -24,10 +24,10 @@ type AttemptInfo struct {
 	Hedged bool
 }
 
-// Decision is what the transport decided after an attempt, for an
-// OnRetryDecision hook (WithOnRetryDecision): to retry (Retry is true), after
-// Delay, or to stop, for Reason. Each request gets zero or more retry
-// decisions, then exactly one stop.
+// Decision is what the transport decided after an attempt, for a
+// Hooks.OnRetryDecision hook: to retry (Retry is true), after Delay, or to
+// stop, for Reason. Each request gets zero or more retry decisions, then
+// exactly one stop.
 type Decision struct {
 	// Attempt is, for a retry, the attempt that is retried; for a hedge, it
 	// has no outcome: Count is the number of attempts already in flight,
@@ -87,53 +87,68 @@ func (d Decision) Cause() string {
 	return "error"
 }
 
-// WithOnAttempt adds fn to the functions called after every attempt, hedged
-// attempts included, with the attempt and its outcome. Hooks added by
-// several options are called in the order of the options.
+// Hooks are functions the transport calls as a request goes, for metrics,
+// traces or tests (like net/http/httptrace's ClientTrace). Every field is
+// optional: a nil one is not called. Install them with WithHooks.
 //
 // Hooks run synchronously on the goroutine of the request (for a hedged
 // request, that of RoundTrip, or, once the hedge delay passed during
 // attempt 1, the goroutine that coordinates the attempts while RoundTrip
 // waits; for attempts cancelled after another won, the goroutine that
-// collects them, possibly after RoundTrip has returned),
-// so a slow hook slows the request: a hook may block, but should not for
-// long. Hooks must be safe for concurrent use, since requests run in
-// parallel, and must not read or close response bodies nor modify requests.
-// Without hooks, nothing is called and nothing is allocated.
-func WithOnAttempt(fn func(AttemptInfo)) Option {
-	return func(t *Transport) {
-		if fn != nil {
-			o := t.observer()
-			o.onAttempt = append(o.onAttempt, fn)
-		}
-	}
+// collects them, possibly after RoundTrip has returned), so a slow hook
+// slows the request: a hook may block, but should not for long. Hooks must
+// be safe for concurrent use, since requests run in parallel, and must not
+// read or close response bodies nor modify requests. OnCircuitStateChange
+// differs: see its doc.
+type Hooks struct {
+	// OnAttempt is called after every attempt, hedged attempts included,
+	// with the attempt and its outcome.
+	OnAttempt func(AttemptInfo)
+
+	// OnRetryDecision is called at every decision of the transport: each
+	// time it decides to retry, with the delay chosen, and once when it
+	// stops, with the reason, including when the circuit breaker refuses
+	// the request before any attempt. The stop is the request's last
+	// decision.
+	OnRetryDecision func(Decision)
+
+	// OnPark is called when a retry is parked, released or dropped (see
+	// ParkEvent and RetryBudget).
+	OnPark func(ParkEvent)
+
+	// OnCircuitStateChange is called on every change of state of a
+	// destination's circuit breaker (WithCircuitBreaker), with the
+	// destination as scheme://host:port, after CircuitBreakerSettings'
+	// OnStateChange, and with the same guarantees: one call at a time, in
+	// order, outside the breaker's lock. Without a circuit breaker it is
+	// never called. The order of WithHooks and WithCircuitBreaker does not
+	// matter.
+	OnCircuitStateChange func(host string, from, to CircuitState)
 }
 
-// WithOnRetryDecision adds fn to the functions called at every decision of
-// the transport: each time it decides to retry, with the delay chosen, and
-// once when it stops, with the reason, including when the circuit breaker
-// refuses the request before any attempt. The stop is the request's last
-// decision. Hooks run as WithOnAttempt describes, and follow its rules.
-func WithOnRetryDecision(fn func(Decision)) Option {
+// WithHooks adds the non-nil functions of h to the hooks of the transport.
+// Each WithHooks adds to those installed before, rather than replacing
+// them, so that an integration (otelretryhttp) and the caller's own hooks
+// both run: hooks of one kind are called in the order of the options that
+// installed them. Without hooks (no WithHooks, or only nil functions),
+// nothing is called and nothing is allocated.
+func WithHooks(h Hooks) Option {
 	return func(t *Transport) {
-		if fn != nil {
-			o := t.observer()
-			o.onDecision = append(o.onDecision, fn)
+		if h.OnAttempt == nil && h.OnRetryDecision == nil && h.OnPark == nil && h.OnCircuitStateChange == nil {
+			return // no observer: the request path stays as without hooks
 		}
-	}
-}
-
-// WithOnCircuitStateChange adds fn to the functions called on every change
-// of state of a destination's circuit breaker (WithCircuitBreaker), with the
-// destination as scheme://host:port, after CircuitBreakerSettings'
-// OnStateChange, and with the same guarantees: one call at a time, in order,
-// outside the breaker's lock. Without a circuit breaker it is never called.
-// The order of this option and WithCircuitBreaker does not matter.
-func WithOnCircuitStateChange(fn func(host string, from, to CircuitState)) Option {
-	return func(t *Transport) {
-		if fn != nil {
-			o := t.observer()
-			o.onCircuit = append(o.onCircuit, fn)
+		o := t.observer()
+		if h.OnAttempt != nil {
+			o.onAttempt = append(o.onAttempt, h.OnAttempt)
+		}
+		if h.OnRetryDecision != nil {
+			o.onDecision = append(o.onDecision, h.OnRetryDecision)
+		}
+		if h.OnPark != nil {
+			o.onPark = append(o.onPark, h.OnPark)
+		}
+		if h.OnCircuitStateChange != nil {
+			o.onCircuit = append(o.onCircuit, h.OnCircuitStateChange)
 			t.breakers.observe(o.onCircuit)
 		}
 	}
@@ -145,7 +160,7 @@ type observer struct {
 	onAttempt  []func(AttemptInfo)
 	onDecision []func(Decision)
 	onCircuit  []func(host string, from, to CircuitState)
-	onPark     []func(ParkEvent) // park.go
+	onPark     []func(ParkEvent)
 	logger     *slog.Logger
 }
 

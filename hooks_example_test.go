@@ -44,18 +44,20 @@ func ExampleWithLogger() {
 }
 
 // A hook called after every attempt, with its outcome.
-func ExampleWithOnAttempt() {
+func ExampleWithHooks() {
 	srv, _ := exampleFlakyServer(1, http.StatusBadGateway)
 	defer srv.Close()
 
 	tr := retryhttp.New(
-		retryhttp.WithOnAttempt(func(ai retryhttp.AttemptInfo) {
-			a := ai.Attempt
-			if a.Err != nil {
-				fmt.Printf("attempt %d of %d: %v\n", a.Count, ai.MaxRetries+1, a.Err)
-				return
-			}
-			fmt.Printf("attempt %d of %d: %d\n", a.Count, ai.MaxRetries+1, a.Res.StatusCode)
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnAttempt: func(ai retryhttp.AttemptInfo) {
+				a := ai.Attempt
+				if a.Err != nil {
+					fmt.Printf("attempt %d of %d: %v\n", a.Count, ai.MaxRetries+1, a.Err)
+					return
+				}
+				fmt.Printf("attempt %d of %d: %d\n", a.Count, ai.MaxRetries+1, a.Res.StatusCode)
+			},
 		}),
 		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 }),
 	)
@@ -74,17 +76,19 @@ func ExampleWithOnAttempt() {
 
 // A hook called at every decision: each retry, with its cause and delay,
 // and the stop, with its reason.
-func ExampleWithOnRetryDecision() {
+func ExampleWithHooks_retryDecision() {
 	srv, _ := exampleFlakyServer(2, http.StatusServiceUnavailable)
 	defer srv.Close()
 
 	tr := retryhttp.New(
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
-			if d.Retry {
-				fmt.Printf("retry after attempt %d (%s), in %v\n", d.Attempt.Count, d.Cause(), d.Delay)
-				return
-			}
-			fmt.Printf("stop after %d attempts: %s\n", d.Attempt.Count, d.Reason)
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnRetryDecision: func(d retryhttp.Decision) {
+				if d.Retry {
+					fmt.Printf("retry after attempt %d (%s), in %v\n", d.Attempt.Count, d.Cause(), d.Delay)
+					return
+				}
+				fmt.Printf("stop after %d attempts: %s\n", d.Attempt.Count, d.Reason)
+			},
 		}),
 		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 }),
 	)

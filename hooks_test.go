@@ -32,7 +32,7 @@ type events struct {
 }
 
 func (e *events) options() []retryhttp.Option {
-	return []retryhttp.Option{retryhttp.WithOnAttempt(e.attempt), retryhttp.WithOnRetryDecision(e.decide)}
+	return []retryhttp.Option{retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: e.attempt, OnRetryDecision: e.decide})}
 }
 
 func (e *events) attempt(ai retryhttp.AttemptInfo) {
@@ -324,7 +324,7 @@ func TestHooksCircuitOpen(t *testing.T) {
 	srv := newCountingServer(t, always(503))
 	var changes transitions
 	o := newObserved(t, retryhttp.WithMaxRetries(0),
-		retryhttp.WithOnCircuitStateChange(changes.record), // before the breaker: order does not matter
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: changes.record}), // before the breaker: order does not matter
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour}))
 
 	status, err := o.send(newGet(t, context.Background(), srv.URL+"/x?token=s3cr3t"))
@@ -363,9 +363,9 @@ func TestHooksCircuitStateChangeAfterSettingsCallback(t *testing.T) {
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour, OnStateChange: note("settings"),
 		}),
-		retryhttp.WithOnCircuitStateChange(note("hook1")),
-		retryhttp.WithOnCircuitStateChange(nil),
-		retryhttp.WithOnCircuitStateChange(note("hook2")))
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook1")}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: nil}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook2")}))
 
 	_, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
@@ -411,14 +411,19 @@ func TestHooksHedgedFailureReplacedAtOnce(t *testing.T) {
 	}, ev.lines())
 }
 
+// TestHooksCalledInOptionOrder checks that each WithHooks adds to the hooks
+// installed before, and that hooks of one kind run in the order of the
+// options, whatever the other kinds in the same Hooks.
 func TestHooksCalledInOptionOrder(t *testing.T) {
 	srv := newCountingServer(t, always(200))
 	var got []string
 	tr := newTransport(t,
-		retryhttp.WithOnAttempt(func(retryhttp.AttemptInfo) { got = append(got, "a1") }),
-		retryhttp.WithOnRetryDecision(func(retryhttp.Decision) { got = append(got, "d1") }),
-		retryhttp.WithOnAttempt(func(retryhttp.AttemptInfo) { got = append(got, "a2") }),
-		retryhttp.WithOnRetryDecision(func(retryhttp.Decision) { got = append(got, "d2") }))
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnAttempt:       func(retryhttp.AttemptInfo) { got = append(got, "a1") },
+			OnRetryDecision: func(retryhttp.Decision) { got = append(got, "d1") },
+		}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: func(retryhttp.AttemptInfo) { got = append(got, "a2") }}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(retryhttp.Decision) { got = append(got, "d2") }}))
 	_, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a1", "a2", "d1", "d2"}, got)

@@ -11,24 +11,66 @@ import (
 	"github.com/google/uuid"
 )
 
-// WithIdempotencyKeys turns the injection of idempotency keys on or off; it is
-// on by default. When on, a request whose method is not idempotent (POST,
-// PATCH, and every method other than GET, HEAD, OPTIONS, TRACE, PUT and
-// DELETE) and that carries no Idempotency-Key or X-Idempotency-Key header is
-// sent with a header holding a fresh random UUID, the same on every attempt of
-// that request. The caller's request is not modified: the key goes on a copy.
+// IdempotencyKeys configures the idempotency keys that the transport
+// injects (WithIdempotencyKeys). Its zero value is the default: keys are
+// injected, under DefaultIdempotencyKeyHeader, and not assumed honoured.
 //
-// An injected key does not by itself make the request count as idempotent for
-// the retry decision, since the transport cannot know whether the server
-// honours keys; see WithIdempotencyKeysHonored. Nor does it for net/http: a
-// key not known to be honoured is stored in the header map under its
-// lower-case name ("idempotency-key"), which net/http's own replay of
-// requests carrying a key does not see, so that a POST is never re-sent
-// below the transport on its account (docs/idempotency.md). Servers read the
-// same header: names are case-insensitive. Read the key of a request as sent
-// with IdempotencyKey, not Header.Get.
-func WithIdempotencyKeys(enabled bool) Option {
-	return option(withIdempotencyKeys(enabled))
+// When keys are on, a request whose method is not idempotent (POST, PATCH,
+// and every method other than GET, HEAD, OPTIONS, TRACE, PUT and DELETE) and
+// that carries no Idempotency-Key or X-Idempotency-Key header (in any case,
+// even empty) is sent with a header holding a fresh random UUID, the same on
+// every attempt of that request. The caller's request is not modified: the
+// key goes on a copy.
+//
+// An injected key does not by itself make the request count as idempotent
+// for the retry decision, since the transport cannot know whether the server
+// honours keys: Honored says so. Nor does it for net/http: a key not known
+// to be honoured is stored in the header map under its lower-case name
+// ("idempotency-key"), which net/http's own replay of requests carrying a
+// key does not see, so that a POST is never re-sent below the transport on
+// its account (docs/idempotency.md). Servers read the same header: names
+// are case-insensitive. Read the key of a request as sent with
+// IdempotencyKey, not Header.Get.
+type IdempotencyKeys struct {
+	// Disabled turns the injection of keys off. A key the caller set is
+	// still sent, and still counts (see Honored).
+	Disabled bool
+
+	// Header is the name of the header that carries injected keys, for
+	// servers that expect X-Idempotency-Key, say. Empty means
+	// DefaultIdempotencyKeyHeader. A name that is not a valid header field
+	// name makes requests that would get a key fail with the base
+	// transport's error. Whatever the name, a request that already carries
+	// Idempotency-Key, X-Idempotency-Key or Header gets no other key.
+	Header string
+
+	// Honored tells the transport that the servers it calls honour
+	// idempotency keys: they recognise a replayed key and answer it without
+	// acting twice. A request carrying a key the transport injected then
+	// counts as idempotent, so DefaultShouldRetryFn retries its timeouts,
+	// resets, 502s and 503s. When false, injected keys are sent, but
+	// retries of non-idempotent requests stay limited to failures that
+	// prove the request was not processed. A key the caller set makes the
+	// request count as idempotent either way: the caller knows its server.
+	Honored bool
+}
+
+// WithIdempotencyKeys configures the idempotency keys that the transport
+// injects into non-idempotent requests (see IdempotencyKeys). Without it,
+// keys are injected under DefaultIdempotencyKeyHeader and not assumed
+// honoured, as with the zero IdempotencyKeys. Each call sets the three
+// settings at once: a later WithIdempotencyKeys replaces an earlier one
+// whole.
+func WithIdempotencyKeys(keys IdempotencyKeys) Option {
+	header := keys.Header
+	if header == "" {
+		header = DefaultIdempotencyKeyHeader
+	}
+	return option(func(s *settings) {
+		s.idempotencyKeys = !keys.Disabled
+		s.idempotencyKeyHeader = header
+		s.idempotencyKeysHonored = keys.Honored
+	})
 }
 
 // SetIdempotencyKeys returns a context that turns the injection of
@@ -40,30 +82,6 @@ func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
 
 func withIdempotencyKeys(enabled bool) patch {
 	return func(s *settings) { s.idempotencyKeys = enabled }
-}
-
-// WithIdempotencyKeyHeader sets the name of the header that carries injected
-// keys, for servers that expect X-Idempotency-Key, say. The empty string means
-// the default, DefaultIdempotencyKeyHeader. A name that is not a valid header
-// field name makes requests that would get a key fail with the base
-// transport's error. Whatever the name, a request that already carries
-// Idempotency-Key or X-Idempotency-Key (even empty) gets no other key.
-func WithIdempotencyKeyHeader(name string) Option {
-	if name == "" {
-		name = DefaultIdempotencyKeyHeader
-	}
-	return option(func(s *settings) { s.idempotencyKeyHeader = name })
-}
-
-// WithIdempotencyKeysHonored tells the transport whether the servers it calls
-// honour idempotency keys (they recognise a replayed key and answer it
-// without acting twice). When true, a request carrying a key the transport
-// injected counts as idempotent, so DefaultShouldRetryFn retries its
-// timeouts, resets, 502s and 503s. The default is false: injected keys are
-// sent, but retries of non-idempotent requests stay limited to failures that
-// prove the request was not processed.
-func WithIdempotencyKeysHonored(honored bool) Option {
-	return option(withIdempotencyKeysHonored(honored))
 }
 
 // SetIdempotencyKeysHonored returns a context that makes requests sent with
@@ -183,8 +201,8 @@ func (b *randBatch) read(u *uuid.UUID) error {
 // Idempotency-Key or X-Idempotency-Key, in any case of the header's name,
 // or "" if it carries none: the caller's key, or, on the request as sent (an
 // Attempt's Req), the key the transport injected. Header.Get does not find an
-// injected key, which is stored under the lower-case name (see
-// WithIdempotencyKeys).
+// injected key not known to be honoured, which is stored under the
+// lower-case name (see IdempotencyKeys).
 func IdempotencyKey(req *http.Request) string {
 	if req == nil {
 		return ""

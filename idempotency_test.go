@@ -177,7 +177,7 @@ func TestIdempotencyKeyWhichRequestsGetOne(t *testing.T) {
 		},
 		{
 			name: "off for the transport", method: "POST",
-			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(false)},
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})},
 		},
 		{
 			name: "off for the request", method: "POST",
@@ -185,15 +185,30 @@ func TestIdempotencyKeyWhichRequestsGetOne(t *testing.T) {
 		},
 		{
 			name: "on for the request overrides off for the transport", method: "POST",
-			opts:       []retryhttp.Option{retryhttp.WithIdempotencyKeys(false)},
+			opts:       []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})},
 			ctx:        func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeys(ctx, true) },
 			wantHeader: "Idempotency-Key",
 		},
 		{
 			name: "other header name", method: "POST",
-			opts:       []retryhttp.Option{retryhttp.WithIdempotencyKeyHeader("X-Idempotency-Key")},
+			opts:       []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Header: "X-Idempotency-Key"})},
 			wantHeader: "X-Idempotency-Key",
 			wantKeep:   map[string][]string{"Idempotency-Key": nil},
+		},
+		{
+			name: "caller key under the other header name kept", method: "POST",
+			opts:     []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Header: "Request-Key"})},
+			header:   http.Header{"Request-Key": {"mine"}},
+			wantKeep: map[string][]string{"Request-Key": {"mine"}, "Idempotency-Key": nil},
+		},
+		{
+			name: "a later option replaces an earlier one whole", method: "POST",
+			opts: []retryhttp.Option{
+				retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true, Header: "X-Idempotency-Key"}),
+				retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{}),
+			},
+			wantHeader: "Idempotency-Key",
+			wantKeep:   map[string][]string{"X-Idempotency-Key": nil},
 		},
 	}
 	for _, tt := range tests {
@@ -243,14 +258,14 @@ func TestInjectedKeyCountsOnlyWhenHonored(t *testing.T) {
 		wantN int
 	}{
 		{name: "default: injected key does not make a POST retryable on 503", wantN: 1},
-		{name: "honored for the transport", opts: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)}, wantN: 2},
+		{name: "honored for the transport", opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}, wantN: 2},
 		{
 			name: "honored for the request",
 			ctx:  func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeysHonored(ctx, true) }, wantN: 2,
 		},
 		{
 			name: "request override beats the transport",
-			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)},
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})},
 			ctx:  func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeysHonored(ctx, false) }, wantN: 1,
 		},
 		{name: "a key the caller set counts", give: http.Header{"Idempotency-Key": {"k1"}}, wantN: 2},
@@ -302,7 +317,7 @@ func TestAttemptTellsInjectedKeyFromCallers(t *testing.T) {
 		mu.Unlock()
 		return retryhttp.DefaultShouldRetryFn(a)
 	}
-	c := newKeyClient(t, retryhttp.WithShouldRetryFn(record), retryhttp.WithIdempotencyKeysHonored(true))
+	c := newKeyClient(t, retryhttp.WithShouldRetryFn(record), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true}))
 
 	req, err := http.NewRequest(http.MethodPost, ks.URL+"/", nil)
 	require.NoError(t, err)

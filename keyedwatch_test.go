@@ -171,7 +171,7 @@ func TestWriteWatchStillStopsRetry(t *testing.T) {
 			real := &http.Transport{DisableKeepAlives: true}
 			t.Cleanup(real.CloseIdleConnections)
 			tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
-				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(tc.keys))
+				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: !tc.keys}))
 			fakeWaits(tr)
 			req := neverTwiceRequest(t, http.MethodPost, srv.url(), "charge", nil)
 			var wrote atomic.Int64

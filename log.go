@@ -21,6 +21,13 @@ const (
 	// gives up (StopReason.GaveUp): the caller gets a failure that retrying
 	// could not, or was not allowed to, cover.
 	LogLevelGiveUp = slog.LevelWarn
+
+	// LogLevelPark is the level of the records written when a retry is
+	// parked ("retryhttp: parked") and when it is released ("retryhttp:
+	// released"): Debug, since the retry or the giving up that follows is
+	// written too. Their attributes are those of a retry's record, with
+	// waited (for a release), window, in_flight and parked.
+	LogLevelPark = slog.LevelDebug
 )
 
 // WithLogger makes the transport write a record to logger for each retry

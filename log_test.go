@@ -190,7 +190,7 @@ func TestLoggerSilentByDefaultAndBelowItsLevel(t *testing.T) {
 	assert.Equal(t, 200, status)
 	assert.Empty(t, out.String(), "a retry is logged at Info")
 
-	tr = newTransport(t, noDelay, retryhttp.WithLogger(nil), retryhttp.WithOnAttempt(nil), retryhttp.WithOnRetryDecision(nil))
+	tr = newTransport(t, noDelay, retryhttp.WithLogger(nil), retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: nil}), retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: nil}))
 	status, err = (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
 	assert.Equal(t, 200, status)

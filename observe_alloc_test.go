@@ -24,11 +24,13 @@ func TestObservabilityUnsetAddsNoAllocs(t *testing.T) {
 		give *retryhttp.Transport
 	}{
 		{"unset", retryhttp.New(base)},
-		{"set to nil", retryhttp.New(base, retryhttp.WithLogger(nil), retryhttp.WithOnAttempt(nil),
-			retryhttp.WithOnRetryDecision(nil), retryhttp.WithOnCircuitStateChange(nil))},
+		{"set to nil", retryhttp.New(base, retryhttp.WithLogger(nil), retryhttp.WithHooks(retryhttp.Hooks{}),
+			retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: nil, OnRetryDecision: nil, OnPark: nil, OnCircuitStateChange: nil}))},
 		{"no-op hooks and a quiet logger", retryhttp.New(base, retryhttp.WithLogger(quiet),
-			retryhttp.WithOnAttempt(func(retryhttp.AttemptInfo) {}),
-			retryhttp.WithOnRetryDecision(func(retryhttp.Decision) {}))},
+			retryhttp.WithHooks(retryhttp.Hooks{
+				OnAttempt:       func(retryhttp.AttemptInfo) {},
+				OnRetryDecision: func(retryhttp.Decision) {},
+			}))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,10 +13,6 @@ import (
 // compiles unchanged.
 type Option = func(*Transport)
 
-// DefaultMaxRetries is the number of retries (not attempts) made unless told
-// otherwise: a request is sent at most DefaultMaxRetries+1 times.
-const DefaultMaxRetries = 3
-
 const (
 	// defaultMaxDelay is the longest wait the transport accepts before a
 	// retry; a longer delay (from a Retry-After, say) stops the retries.

@@ -35,8 +35,8 @@ func (k ParkKind) String() string {
 	return "unknown"
 }
 
-// ParkEvent describes a change of a parked retry, for an OnPark hook
-// (WithOnPark). docs/storms.md describes parking.
+// ParkEvent describes a change of a parked retry, for a Hooks.OnPark
+// hook. docs/storms.md describes parking.
 type ParkEvent struct {
 	// Kind says what happened.
 	Kind ParkKind
@@ -63,25 +63,6 @@ type ParkEvent struct {
 	// Reason says why a dropped retry gave up: StopBudgetRefused (a bound
 	// was reached), StopCircuitOpen or StopCanceled. Zero otherwise.
 	Reason StopReason
-}
-
-// LogLevelPark is the level of the records written to the logger of
-// WithLogger when a retry is parked ("retryhttp: parked") and when it is
-// released ("retryhttp: released"): Debug, since the retry or the giving up
-// that follows is written too. Their attributes are those of a retry's
-// record, with waited (for a release), window, in_flight and parked.
-const LogLevelPark = slog.LevelDebug
-
-// WithOnPark adds fn to the functions called when a retry is parked,
-// released or dropped (see ParkEvent and RetryBudget). Hooks run as
-// WithOnAttempt describes, and follow its rules.
-func WithOnPark(fn func(ParkEvent)) Option {
-	return func(t *Transport) {
-		if fn != nil {
-			o := t.observer()
-			o.onPark = append(o.onPark, fn)
-		}
-	}
 }
 
 // reportPark completes e with h's state and reports it to the hooks and

@@ -32,9 +32,9 @@ func ExampleRetryBudgetOptions_parking() {
 	tr := retryhttp.New(
 		retryhttp.WithRetryBudget(budget),
 		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 10 * time.Millisecond }),
-		retryhttp.WithOnPark(func(e retryhttp.ParkEvent) {
+		retryhttp.WithHooks(retryhttp.Hooks{OnPark: func(e retryhttp.ParkEvent) {
 			fmt.Printf("retry after attempt %d: %s\n", e.Attempt.Count, e.Kind)
-		}),
+		}}),
 	)
 	defer tr.CloseIdleConnections()
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)

@@ -31,7 +31,7 @@ type parkEvents struct {
 
 func (p *parkEvents) option() retryhttp.Option {
 	p.kinds = map[retryhttp.ParkKind]int{}
-	return retryhttp.WithOnPark(func(e retryhttp.ParkEvent) {
+	return retryhttp.WithHooks(retryhttp.Hooks{OnPark: func(e retryhttp.ParkEvent) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.kinds[e.Kind]++
@@ -41,7 +41,7 @@ func (p *parkEvents) option() retryhttp.Option {
 		if e.Kind == retryhttp.ParkDropped {
 			p.dropped = append(p.dropped, e)
 		}
-	})
+	}})
 }
 
 func (p *parkEvents) count(k retryhttp.ParkKind) int {

@@ -89,11 +89,11 @@ func TestPrepareRetryError(t *testing.T) {
 	var stops []retryhttp.Decision
 	tr := newTransport(t, noDelay, unlimitedBudget,
 		retryhttp.WithPrepareRetry(func(*http.Request) error { return errSigner }),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 			if !d.Retry {
 				stops = append(stops, d)
 			}
-		}))
+		}}))
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	if res != nil {
 		res.Body.Close()

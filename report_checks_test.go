@@ -37,11 +37,11 @@ func TestPushbackMarksGiveUpsNotSuccesses(t *testing.T) {
 	var dmu sync.Mutex
 	tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1000}),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 			dmu.Lock()
 			defer dmu.Unlock()
 			decisions = append(decisions, d)
-		}))
+		}}))
 	client := &http.Client{Transport: tr}
 	handler := inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, upstream.URL, nil)

@@ -79,7 +79,7 @@ type CustomizedShouldRetryFnOptions struct {
 // PUT or DELETE, or if it carries a non-empty Idempotency-Key or
 // X-Idempotency-Key header set by the caller. A key the transport injected
 // counts only when the attempt says the server honours keys
-// (Attempt.IdempotencyKeyHonored, from WithIdempotencyKeysHonored).
+// (Attempt.IdempotencyKeyHonored, from IdempotencyKeys.Honored).
 // docs/default.md states the rules in full.
 func DefaultShouldRetryFn(attempt Attempt) bool {
 	return defaultRetryPolicy.shouldRetry(attempt)

@@ -43,15 +43,15 @@ var neverTwiceKinds = []struct {
 	{name: "POST, injected key", method: http.MethodPost, body: "charge", want: 1},
 	{name: "POST without body, injected key", method: http.MethodPost, want: 1},
 	{name: "POST, injected X-Idempotency-Key", method: http.MethodPost, body: "charge", want: 1,
-		options: []retryhttp.Option{retryhttp.WithIdempotencyKeyHeader("X-Idempotency-Key")}},
+		options: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Header: "X-Idempotency-Key"})}},
 	{name: "PATCH, injected key, retries off", method: http.MethodPatch, body: "charge", want: 1,
 		options: []retryhttp.Option{retryhttp.WithMaxRetries(0)}},
 	{name: "POST, keys off", method: http.MethodPost, body: "charge", want: 1,
-		options: []retryhttp.Option{retryhttp.WithIdempotencyKeys(false)}},
+		options: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})}},
 	{name: "POST, caller's key", method: http.MethodPost, body: "charge", want: 2,
 		header: http.Header{"Idempotency-Key": {"caller-key"}}},
 	{name: "POST, injected key honoured", method: http.MethodPost, body: "charge", want: 2,
-		options: []retryhttp.Option{retryhttp.WithIdempotencyKeysHonored(true)}},
+		options: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}},
 	{name: "GET", method: http.MethodGet, want: 2},
 }
 
@@ -236,13 +236,13 @@ func TestClientTimeoutReportsCanceled(t *testing.T) {
 	})
 	var mu sync.Mutex
 	reasons := map[retryhttp.StopReason]int{}
-	tr := newTransport(t, retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+	tr := newTransport(t, retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if !d.Retry {
 			mu.Lock()
 			reasons[d.Reason]++
 			mu.Unlock()
 		}
-	}))
+	}}))
 	c := &http.Client{Transport: tr, Timeout: 30 * time.Millisecond}
 	const n = 40
 	var wg sync.WaitGroup

@@ -229,7 +229,7 @@ func TestStreamedBodyOverLimitSaysWhyNotRetried(t *testing.T) {
 	})
 	var why retryhttp.StopReason
 	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(16),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) { why = d.Reason }))
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { why = d.Reason }}))
 	body := &closeBody{Reader: bytes.NewReader(payload(64))}
 
 	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, body))

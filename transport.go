@@ -43,7 +43,7 @@ type Attempt struct {
 	IdempotencyKeyInjected bool
 
 	// IdempotencyKeyHonored reports whether the transport was told that
-	// the server honours idempotency keys (WithIdempotencyKeysHonored),
+	// the server honours idempotency keys (IdempotencyKeys.Honored),
 	// so that an injected key makes Req safe to send again.
 	IdempotencyKeyHonored bool
 

@@ -50,8 +50,10 @@ func BenchmarkCostGetMetricsNoop(b *testing.B) {
 // what the transport's reporting costs, before this package does anything.
 func BenchmarkCostGetHooks(b *testing.B) {
 	benchGet(b, retryhttp.New(retryhttp.WithTransport(memTransport{}),
-		retryhttp.WithOnAttempt(func(retryhttp.AttemptInfo) {}),
-		retryhttp.WithOnRetryDecision(func(retryhttp.Decision) {})))
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnAttempt:       func(retryhttp.AttemptInfo) {},
+			OnRetryDecision: func(retryhttp.Decision) {},
+		})))
 }
 
 // benchGet sends b.N GETs through rt, one request made beforehand.

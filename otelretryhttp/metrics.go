@@ -7,9 +7,8 @@
 //
 // It lives in a module of its own so that the core module does not pull in
 // OpenTelemetry; it is built only on the core's public hooks
-// ([retryhttp.WithOnAttempt], [retryhttp.WithOnRetryDecision],
-// [retryhttp.WithOnCircuitStateChange], [retryhttp.WithOnPark]), which it
-// adds to those of the transport, without replacing them:
+// ([retryhttp.WithHooks], all four of [retryhttp.Hooks]), which it adds to
+// those of the transport, without replacing them:
 //
 //	metrics, err := otelretryhttp.New(meterProvider)
 //	if err != nil {
@@ -174,10 +173,12 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 		return nil, err
 	}
 	return func(t *retryhttp.Transport) {
-		retryhttp.WithOnAttempt(ins.attempt)(t)
-		retryhttp.WithOnRetryDecision(ins.decision)(t)
-		retryhttp.WithOnCircuitStateChange(ins.circuitChanged)(t)
-		retryhttp.WithOnPark(ins.park)(t)
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnAttempt:            ins.attempt,
+			OnRetryDecision:      ins.decision,
+			OnPark:               ins.park,
+			OnCircuitStateChange: ins.circuitChanged,
+		})(t)
 	}, nil
 }
 

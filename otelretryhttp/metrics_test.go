@@ -285,11 +285,11 @@ func TestHooksOfTheTransportKept(t *testing.T) {
 	m := newMeter(t)
 	srv, _ := newServer(t, func(int64) int { return 200 })
 	var stops atomic.Int64
-	tr := newTransport(t, m, retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+	tr := newTransport(t, m, retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if !d.Retry {
 			stops.Add(1)
 		}
-	}))
+	}}))
 	_, err := get(t, tr, srv.URL)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, stops.Load(), "the transport's own hook still runs")

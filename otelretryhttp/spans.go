@@ -36,11 +36,11 @@ const (
 //     shows a retry storm being refused, not only retries being made.
 //
 // A context without a recording span costs one check per decision and no
-// allocation. The option adds a hook (retryhttp.WithOnRetryDecision); it
-// replaces none. Unlike the metrics, spans carry no cardinality limit, so
+// allocation. The option adds a hook (an OnRetryDecision, with
+// retryhttp.WithHooks); it replaces none. Unlike the metrics, spans carry no cardinality limit, so
 // the attributes are the same low-cardinality values.
 func SpanEvents() retryhttp.Option {
-	return retryhttp.WithOnRetryDecision(spanDecision)
+	return retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: spanDecision})
 }
 
 func spanDecision(d retryhttp.Decision) {

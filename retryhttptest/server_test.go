@@ -143,11 +143,11 @@ func TestClockCountsAgainstTheDeadline(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var stop retryhttp.StopReason
 	exact := retryhttp.CustomizedDelayFn(retryhttp.CustomizedDelayFnOptions{JitterMagnitude: -1})
-	c := client(t, retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithDelayFn(exact), retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+	c := client(t, retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithDelayFn(exact), retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if !d.Retry {
 			stop = d.Reason
 		}
-	})))
+	}})))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)

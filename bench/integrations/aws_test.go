@@ -50,7 +50,7 @@ func TestAWSRetriesNotMultiplied(t *testing.T) {
 	// (amz-sdk-request: attempt=2; max=3): 6, not 3 x 4 = 12. Every
 	// attempt carries one idempotency key, the SDK's invocation ID.
 	var s sent
-	tr := retryhttp.New(ownBudget(), noDelay, retryhttp.WithOnAttempt(s.record))
+	tr := retryhttp.New(ownBudget(), noDelay, retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: s.record}))
 	client := sqs.NewFromConfig(aws.Config{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),

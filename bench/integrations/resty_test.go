@@ -30,7 +30,7 @@ func TestRestyOverTransportAttempts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var attempts atomic.Int64
 			tr := retryhttp.New(retryhttp.WithRetryBudget(nil), noDelay,
-				retryhttp.WithOnAttempt(func(retryhttp.AttemptInfo) { attempts.Add(1) }))
+				retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: func(retryhttp.AttemptInfo) { attempts.Add(1) }}))
 			client := resty.NewWithClient(&http.Client{Transport: tr}).
 				SetRetryCount(tt.restyRetries).
 				SetRetryWaitTime(time.Millisecond).

@@ -72,11 +72,11 @@ func TestStreamResetRetriedOnEitherHTTP2Stack(t *testing.T) {
 			t.Cleanup(base.(interface{ CloseIdleConnections() }).CloseIdleConnections)
 			var causes []string
 			tr := retryhttp.New(retryhttp.WithTransport(base), ownBudget(), noDelay,
-				retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
+				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 					if d.Retry {
 						causes = append(causes, d.Cause())
 					}
-				}))
+				}}))
 			// A PUT without GetBody: idempotent, so a reset stream is retried,
 			// from the copy of its streamed body.
 			req, err := http.NewRequest(http.MethodPut, srv.URL, struct{ io.Reader }{strings.NewReader("payload")})

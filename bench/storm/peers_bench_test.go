@@ -71,7 +71,7 @@ func peers() []peer {
 			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait))
 		}},
 		{"retryhttp-nokeys", func(base http.RoundTripper) http.RoundTripper {
-			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait), retryhttp.WithIdempotencyKeys(false))
+			return retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true}))
 		}},
 		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"retryablehttp", func(base http.RoundTripper) http.RoundTripper {
@@ -250,8 +250,7 @@ func retry(make func(string) (*http.Request, error), p peer) func(*testing.B) {
 		}
 		if _, ours := rt.(*retryhttp.Transport); ours {
 			rt = retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithDelayFn(noWait),
-				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(p.name == "retryhttp"),
-				retryhttp.WithIdempotencyKeysHonored(true))
+				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: p.name != "retryhttp", Honored: true}))
 		}
 		sequential(rt, "http://example.test/", make)(b)
 	}

@@ -8,7 +8,7 @@
 //
 // The client sends the same POST twice:
 //  1. through a transport that injects keys and is told the server honours
-//     them (WithIdempotencyKeysHonored): the POST is retried after the 503,
+//     them (IdempotencyKeys{Honored: true}): the POST is retried after the 503,
 //     the server recognises the key, and the card is charged once;
 //  2. through a naive transport that retries POSTs on 503 without keys: the
 //     card is charged twice.
@@ -79,14 +79,14 @@ func main() {
 	noWait := retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 10 * time.Millisecond })
 
 	fmt.Println("1. retryhttp with idempotency keys, server known to honour them:")
-	safe := &http.Client{Transport: retryhttp.New(noWait, retryhttp.WithIdempotencyKeysHonored(true))}
+	safe := &http.Client{Transport: retryhttp.New(noWait, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true}))}
 	post(safe, srv.URL, "card-1 $10")
 	fmt.Printf("   → card-1 charged %d time(s)\n\n", ps.charges)
 
 	before := ps.charges
 	fmt.Println("2. a naive client that retries every POST on 503, without keys:")
 	naive := &http.Client{Transport: retryhttp.New(noWait,
-		retryhttp.WithIdempotencyKeys(false),
+		retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true}),
 		retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
 			return a.Res != nil && a.Res.StatusCode == http.StatusServiceUnavailable
 		}))}

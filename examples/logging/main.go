@@ -46,16 +46,18 @@ func main() {
 	tr := retryhttp.New(
 		retryhttp.WithMaxRetries(2),
 		retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration { return time.Duration(a.Count) * 10 * time.Millisecond }),
-		retryhttp.WithOnAttempt(func(ai retryhttp.AttemptInfo) {
-			a := ai.Attempt
-			fmt.Printf("  hook: attempt %d of %d: %s\n", a.Count, ai.MaxRetries+1, outcome(a))
-		}),
-		retryhttp.WithOnRetryDecision(func(d retryhttp.Decision) {
-			if d.Retry {
-				fmt.Printf("  hook: retry (%s) in %v\n", d.Cause(), d.Delay)
-				return
-			}
-			fmt.Printf("  hook: stop after %d attempts: %s (gave up: %v)\n", d.Attempt.Count, d.Reason, d.Reason.GaveUp())
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnAttempt: func(ai retryhttp.AttemptInfo) {
+				a := ai.Attempt
+				fmt.Printf("  hook: attempt %d of %d: %s\n", a.Count, ai.MaxRetries+1, outcome(a))
+			},
+			OnRetryDecision: func(d retryhttp.Decision) {
+				if d.Retry {
+					fmt.Printf("  hook: retry (%s) in %v\n", d.Cause(), d.Delay)
+					return
+				}
+				fmt.Printf("  hook: stop after %d attempts: %s (gave up: %v)\n", d.Attempt.Count, d.Reason, d.Reason.GaveUp())
+			},
 		}),
 		retryhttp.WithLogger(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {

@@ -54,7 +54,7 @@ func main() {
 	//	                                             // CustomizedDelayFn{Base, Cap}
 	//	rc.Logger = slog.Default()                   // WithLogger(slog.Default())
 	//	rc.PrepareRetry = sign                       // WithPrepareRetry(sign)
-	//	rc.ResponseLogHook = logResponse             // WithOnAttempt(...)
+	//	rc.ResponseLogHook = logResponse             // WithHooks(Hooks{OnAttempt: ...})
 	//	client := rc.StandardClient()
 	//
 	// and as retryhttp configures it (waits shortened here):
@@ -78,11 +78,11 @@ func main() {
 			r.Header.Set("X-Signature", fmt.Sprintf("sig-%d", retryhttp.AttemptFromRequest(r)))
 			return nil
 		}),
-		retryhttp.WithOnAttempt(func(ai retryhttp.AttemptInfo) {
+		retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: func(ai retryhttp.AttemptInfo) {
 			if res := ai.Attempt.Res; res != nil {
 				fmt.Printf("  response hook: attempt %d got %d\n", ai.Attempt.Count, res.StatusCode)
 			}
-		}),
+		}}),
 	}
 	tr := retryhttp.New(options...)
 	defer tr.CloseIdleConnections()

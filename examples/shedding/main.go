@@ -142,13 +142,13 @@ func chain() {
 
 	// Waits of 1ms instead of the Retry-After, to finish at once.
 	fast := retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return time.Millisecond })
-	toC := retryhttp.New(fast, retryhttp.WithOnAttempt(func(ai retryhttp.AttemptInfo) {
+	toC := retryhttp.New(fast, retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: func(ai retryhttp.AttemptInfo) {
 		if res := ai.Attempt.Res; res != nil {
 			atC.Add(1)
 			fmt.Printf("  C → B, attempt %d: %s, Retry-After: %s, Retry-Pushback: %q\n", ai.Attempt.Count,
 				res.Status, res.Header.Get("Retry-After"), res.Header.Get(retryhttp.RetrySignalHeader))
 		}
-	}))
+	}}))
 	defer toC.CloseIdleConnections()
 	var atB atomic.Int64
 	b := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
