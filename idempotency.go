@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"net/http"
@@ -31,13 +30,6 @@ func WithIdempotencyKeys(enabled bool) Option {
 	return option(withIdempotencyKeys(enabled))
 }
 
-// SetIdempotencyKeys returns a context that turns the injection of
-// idempotency keys on or off for requests sent with it, whatever the
-// transport's setting.
-func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
-	return withOverride(ctx, "idempotencyKeys", withIdempotencyKeys(enabled))
-}
-
 func withIdempotencyKeys(enabled bool) patch {
 	return func(s *settings) { s.idempotencyKeys = enabled }
 }
@@ -64,13 +56,6 @@ func WithIdempotencyKeyHeader(name string) Option {
 // prove the request was not processed.
 func WithIdempotencyKeysHonored(honored bool) Option {
 	return option(withIdempotencyKeysHonored(honored))
-}
-
-// SetIdempotencyKeysHonored returns a context that makes requests sent with
-// it behave as WithIdempotencyKeysHonored(honored) says, whatever the
-// transport's setting.
-func SetIdempotencyKeysHonored(ctx context.Context, honored bool) context.Context {
-	return withOverride(ctx, "idempotencyKeysHonored", withIdempotencyKeysHonored(honored))
 }
 
 func withIdempotencyKeysHonored(honored bool) patch {
