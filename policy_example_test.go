@@ -3,9 +3,8 @@ package retryhttp_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
@@ -15,11 +14,7 @@ import (
 // here, one request that must not wait long is retried once, at once,
 // while the transport's other requests keep its three retries.
 func ExampleSetOptions() {
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
+	srv, n := exampleFlakyServer(math.MaxInt32, http.StatusServiceUnavailable) // always 503
 	defer srv.Close()
 	noWait := retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
 	tr := retryhttp.New(noWait, retryhttp.WithRetryBudget(nil))
@@ -45,11 +40,7 @@ func ExampleSetOptions() {
 // the requests marked as batch jobs are never retried, the others follow
 // the transport's options.
 func ExampleWithPolicyFunc() {
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
+	srv, n := exampleFlakyServer(math.MaxInt32, http.StatusServiceUnavailable) // always 503
 	defer srv.Close()
 	batch := retryhttp.NewPolicy(retryhttp.WithMaxRetries(0))
 	policyOf := func(req *http.Request) *retryhttp.Policy {
