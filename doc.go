@@ -25,11 +25,11 @@
 // nothing else. The wait ([DefaultDelayFn]) follows Retry-After with ±1/3
 // jitter, or else "full jitter" exponential backoff from 250ms, capped at
 // 10s. Both are replaceable per transport ([WithShouldRetryFn],
-// [WithDelayFn]), per destination ([WithDestinations]: a policy per host,
-// wildcard or matcher, from Go or a JSON file, reloadable while requests
-// run) and per request through the context ([SetShouldRetryFn],
-// [SetDelayFn]). A context override beats the destination's policy, which
-// beats the transport's option. Every option and its default: [options].
+// [WithDelayFn]), per class of request ([WithPolicyFunc], a [Policy] per
+// request; package destinations: a policy per host, wildcard or matcher,
+// from Go or a JSON file, reloadable while requests run) and per request
+// through the context ([SetOptions]). A context's option beats the policy,
+// which beats the transport's option. Every option and its default: [options].
 //
 // What it never does: modify the caller's request, copy a body it can
 // replay with GetBody, buffer an unbounded body, wait past the caller's

@@ -154,10 +154,6 @@ func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
 	return in.GateClosed
 }
 
-// LookupDestination reports whether a policy of d (a destination's or the
-// defaults) applies to req.
-func LookupDestination(d *Destinations, req *http.Request) bool { return d.lookup(req) != nil }
-
 // BudgetOutage puts rawURL's host in an outage: its latest OutageStreak
 // attempts failed, so retries without a token park there.
 func BudgetOutage(b *RetryBudget, rawURL string) {

@@ -159,12 +159,11 @@ func TestJudgeFastPathSameOutcome(t *testing.T) {
 	assert.False(t, policy(WithShouldRetryFn(func(Attempt) bool { return true })), "the caller's")
 	assert.False(t, policy(WithShouldRetryFn(DefaultShouldRetryFn)), "a func value is not told apart: asked")
 	assert.True(t, policy(WithCustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{})), "rules given")
-	d, err := NewDestinations(DestinationConfig{Defaults: Destination{RetryableStatusCodes: []int{500}}})
-	require.NoError(t, err)
+	codes := NewPolicy(WithCustomizedShouldRetryFn(CustomizedShouldRetryFnOptions{RetryableStatusCodes: []int{500}}))
 	var own settings
-	s := New(WithDestinations(d), WithShouldRetryFn(func(Attempt) bool { return true })).
+	s := New(WithPolicyFunc(func(*http.Request) *Policy { return codes }), WithShouldRetryFn(func(Attempt) bool { return true })).
 		settings(httptest.NewRequest(http.MethodGet, "http://a.test/", nil), &own)
-	assert.NotNil(t, s.rules, "a destination's status codes: the package's rules")
+	assert.NotNil(t, s.rules, "a policy's status codes: the package's rules")
 }
 
 // TestFastPathStillSettles checks that the successes of the fast path are
@@ -223,9 +222,8 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(srv.Close)
-	zero := 0
-	d, err := NewDestinations(DestinationConfig{Defaults: Destination{MaxRetries: &zero}})
-	require.NoError(t, err)
+	noRetries := NewPolicy(WithMaxRetries(0))
+	policy := WithPolicyFunc(func(*http.Request) *Policy { return noRetries })
 	for _, tt := range []struct {
 		name string
 		tr   *Transport
@@ -234,8 +232,8 @@ func TestOverridesAndDestinationOnFastPath(t *testing.T) {
 	}{
 		{"options", New(WithMaxRetries(2)), context.Background(), 3},
 		{"override", New(WithMaxRetries(2)), SetMaxRetries(context.Background(), 1), 2},
-		{"destination", New(WithMaxRetries(2), WithDestinations(d)), context.Background(), 1},
-		{"override over destination", New(WithDestinations(d)), SetMaxRetries(context.Background(), 1), 2},
+		{"policy", New(WithMaxRetries(2), policy), context.Background(), 1},
+		{"override over policy", New(policy), SetMaxRetries(context.Background(), 1), 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n.Store(0)

@@ -43,13 +43,6 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 	return option(withHedging(delay, maxHedges))
 }
 
-// SetHedging returns a context that makes requests sent with it hedge as
-// WithHedging(delay, maxHedges) says, whatever the transport's setting; a
-// delay or a maxHedges of zero or less turns hedging off for them.
-func SetHedging(ctx context.Context, delay time.Duration, maxHedges int) context.Context {
-	return withOverride(ctx, "hedging", withHedging(delay, maxHedges))
-}
-
 func withHedging(delay time.Duration, maxHedges int) patch {
 	return func(s *settings) { s.hedgeDelay, s.hedgeQuantile, s.maxHedges = delay, 0, maxHedges }
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/destinations"
 )
 
 const (
@@ -199,19 +199,19 @@ func TestAdaptiveHedgingChargedToTheBudget(t *testing.T) {
 func TestAdaptiveHedgingDestination(t *testing.T) {
 	srv := tailServer(t)
 	host := strings.TrimPrefix(srv.URL, "http://")
-	cfg, err := retryhttp.ParseDestinations([]byte(`{"destinations": [{"host": "` + host + `", "hedging": {"quantile": 0.9, "maxHedges": 1}}]}`))
+	cfg, err := destinations.Parse([]byte(`{"destinations": [{"host": "` + host + `", "hedging": {"quantile": 0.9, "maxHedges": 1}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h := cfg.Destinations[0].Hedging; h == nil || h.Quantile != 0.9 || h.MaxHedges != 1 || h.Delay != 0 {
 		t.Fatalf("parsed hedging %+v, want quantile 0.9, maxHedges 1", h)
 	}
-	d, err := retryhttp.NewDestinations(cfg)
+	d, err := destinations.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var hc hedgeCounter
-	tr := retryhttp.New(retryhttp.WithDestinations(d), hc.option(),
+	tr := retryhttp.New(retryhttp.WithPolicyFunc(d.Policy), hc.option(),
 		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})))
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
@@ -226,29 +226,6 @@ func TestAdaptiveHedgingDestination(t *testing.T) {
 	}
 	if hc.of(0) != 0 || hc.of(20) != 0 || hedged < 3 {
 		t.Errorf("hedges: %d and %d before the window filled (want none), %d of the 5 slow ones after (want 3 at least)", hc.of(0), hc.of(20), hedged)
-	}
-}
-
-func TestAdaptiveHedgingDestinationInvalid(t *testing.T) {
-	tests := []struct {
-		name, give, want string
-	}{
-		{"quantile too high", `{"hedging": {"quantile": 1, "maxHedges": 1}}`, "defaults.hedging.quantile: must be a number from 0.5 to 0.999"},
-		{"quantile too low", `{"hedging": {"quantile": 0.2, "maxHedges": 1}}`, "defaults.hedging.quantile: must be a number from 0.5 to 0.999"},
-		{"quantile and delay", `{"hedging": {"quantile": 0.95, "delay": "10ms", "maxHedges": 1}}`, "defaults.hedging.delay: must be zero with a quantile"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := retryhttp.ParseDestinations([]byte(`{"defaults": ` + tt.give + `}`))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want one containing %q", err, tt.want)
-			}
-		})
-	}
-	_, err := retryhttp.NewDestinations(retryhttp.DestinationConfig{Defaults: retryhttp.Destination{
-		Hedging: &retryhttp.DestinationHedging{Quantile: math.NaN(), MaxHedges: 1}}})
-	if err == nil || !strings.Contains(err.Error(), "hedging.quantile") {
-		t.Errorf("NaN quantile: error %v, want one about hedging.quantile", err)
 	}
 }
 

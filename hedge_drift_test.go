@@ -20,7 +20,7 @@ import (
 // which requests were hedged: a DELETE that the policy does not guess
 // idempotent (and would never retry after a timeout) was sent twice at
 // once, and a POST it does guess idempotent was not hedged. The rules are
-// given with WithCustomizedShouldRetryFn or SetCustomizedShouldRetryFn; a
+// given with WithCustomizedShouldRetryFn, for the transport or in SetOptions; a
 // CustomizedShouldRetryFn passed as a function is any function to the
 // transport, and the default list applies.
 func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
@@ -39,7 +39,7 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 		name      string
 		method    string
 		opt       retryhttp.Option
-		perReq    *retryhttp.CustomizedShouldRetryFnOptions // SetCustomizedShouldRetryFn
+		perReq    *retryhttp.CustomizedShouldRetryFnOptions // SetOptions(WithCustomizedShouldRetryFn)
 		wantHits  int
 		wantAsked int32
 	}{
@@ -71,7 +71,7 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 			req, err := http.NewRequest(tt.method, hs.URL, nil)
 			require.NoError(t, err)
 			if tt.perReq != nil {
-				req = req.WithContext(retryhttp.SetCustomizedShouldRetryFn(req.Context(), *tt.perReq))
+				req = req.WithContext(retryhttp.SetOptions(req.Context(), retryhttp.WithCustomizedShouldRetryFn(*tt.perReq)))
 			}
 
 			res, err := c.Do(req)

@@ -415,7 +415,7 @@ func TestHedgeSettings(t *testing.T) {
 		{
 			name: "on for the request",
 			ctx: func(ctx context.Context) context.Context {
-				return retryhttp.SetHedging(ctx, 10*time.Millisecond, 1)
+				return retryhttp.SetOptions(ctx, retryhttp.WithHedging(10*time.Millisecond, 1))
 			},
 			hold: slowHandler, wantHits: 2,
 		},
@@ -423,7 +423,7 @@ func TestHedgeSettings(t *testing.T) {
 			name: "off for the request",
 			opts: []retryhttp.Option{on},
 			ctx: func(ctx context.Context) context.Context {
-				return retryhttp.SetHedging(ctx, 0, 0)
+				return retryhttp.SetOptions(ctx, retryhttp.WithHedging(0, 0))
 			},
 			hold: notHedged, wantHits: 1,
 		},

@@ -46,14 +46,6 @@ func WithAdaptiveHedging(quantile float64, maxHedges int) Option {
 	return option(withAdaptiveHedging(quantile, maxHedges))
 }
 
-// SetAdaptiveHedging returns a context that makes requests sent with it
-// hedge as WithAdaptiveHedging(quantile, maxHedges) says, whatever the
-// transport's setting; a quantile or a maxHedges of zero or less turns
-// hedging off for them.
-func SetAdaptiveHedging(ctx context.Context, quantile float64, maxHedges int) context.Context {
-	return withOverride(ctx, "hedging", withAdaptiveHedging(quantile, maxHedges))
-}
-
 func withAdaptiveHedging(quantile float64, maxHedges int) patch {
 	q := tail.ClampQuantile(quantile)
 	return func(s *settings) { s.hedgeDelay, s.hedgeQuantile, s.maxHedges = 0, q, maxHedges }

@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"net/http"
@@ -71,28 +70,6 @@ func WithIdempotencyKeys(keys IdempotencyKeys) Option {
 		s.idempotencyKeyHeader = header
 		s.idempotencyKeysHonored = keys.Honored
 	})
-}
-
-// SetIdempotencyKeys returns a context that turns the injection of
-// idempotency keys on or off for requests sent with it, whatever the
-// transport's setting.
-func SetIdempotencyKeys(ctx context.Context, enabled bool) context.Context {
-	return withOverride(ctx, "idempotencyKeys", withIdempotencyKeys(enabled))
-}
-
-func withIdempotencyKeys(enabled bool) patch {
-	return func(s *settings) { s.idempotencyKeys = enabled }
-}
-
-// SetIdempotencyKeysHonored returns a context that makes requests sent with
-// it behave as WithIdempotencyKeysHonored(honored) says, whatever the
-// transport's setting.
-func SetIdempotencyKeysHonored(ctx context.Context, honored bool) context.Context {
-	return withOverride(ctx, "idempotencyKeysHonored", withIdempotencyKeysHonored(honored))
-}
-
-func withIdempotencyKeysHonored(honored bool) patch {
-	return func(s *settings) { s.idempotencyKeysHonored = honored }
 }
 
 // idempotency is what the transport knows of one request's idempotency,

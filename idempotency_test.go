@@ -181,12 +181,16 @@ func TestIdempotencyKeyWhichRequestsGetOne(t *testing.T) {
 		},
 		{
 			name: "off for the request", method: "POST",
-			ctx: func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeys(ctx, false) },
+			ctx: func(ctx context.Context) context.Context {
+				return retryhttp.SetOptions(ctx, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true}))
+			},
 		},
 		{
 			name: "on for the request overrides off for the transport", method: "POST",
-			opts:       []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})},
-			ctx:        func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeys(ctx, true) },
+			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})},
+			ctx: func(ctx context.Context) context.Context {
+				return retryhttp.SetOptions(ctx, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{}))
+			},
 			wantHeader: "Idempotency-Key",
 		},
 		{
@@ -261,12 +265,16 @@ func TestInjectedKeyCountsOnlyWhenHonored(t *testing.T) {
 		{name: "honored for the transport", opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}, wantN: 2},
 		{
 			name: "honored for the request",
-			ctx:  func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeysHonored(ctx, true) }, wantN: 2,
+			ctx: func(ctx context.Context) context.Context {
+				return retryhttp.SetOptions(ctx, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true}))
+			}, wantN: 2,
 		},
 		{
 			name: "request override beats the transport",
 			opts: []retryhttp.Option{retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})},
-			ctx:  func(ctx context.Context) context.Context { return retryhttp.SetIdempotencyKeysHonored(ctx, false) }, wantN: 1,
+			ctx: func(ctx context.Context) context.Context {
+				return retryhttp.SetOptions(ctx, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{}))
+			}, wantN: 1,
 		},
 		{name: "a key the caller set counts", give: http.Header{"Idempotency-Key": {"k1"}}, wantN: 2},
 	}

@@ -3,8 +3,6 @@ package retryhttp
 import (
 	"context"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -61,7 +59,7 @@ func WithShouldRetryFn(fn ShouldRetryFn) Option { return option(withShouldRetry(
 // override.
 func SetShouldRetryFn(ctx context.Context, fn ShouldRetryFn) context.Context {
 	if fn == nil {
-		return withOverride(ctx, "shouldRetry", nil)
+		return withOverride(ctx, "shouldRetry")
 	}
 	return withOverride(ctx, "shouldRetry", withShouldRetry(fn, nil))
 }
@@ -97,7 +95,7 @@ func WithDelayFn(fn DelayFn) Option { return option(withDelay(fn)) }
 // instead of the transport's DelayFn. A nil fn removes an earlier override.
 func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
 	if fn == nil {
-		return withOverride(ctx, "delay", nil)
+		return withOverride(ctx, "delay")
 	}
 	return withOverride(ctx, "delay", withDelay(fn))
 }
@@ -174,18 +172,17 @@ func WithBodyBufferLimit(limit int64) Option {
 // Configuration has one shape: settings, the values one request runs with,
 // and patches to them. The transport's options (With…) are patches, kept in
 // order and applied once per Transport, on first use, to the defaults
-// (base); a destination's policy (destination.go) is a list of patches; a
-// context's overrides (Set…) are patches under the name of their setting.
-// A request runs with the transport's settings as they are, unless a
-// destination policy matches it or its context carries overrides: then with
-// a copy of them, patched by the policy and then by the overrides.
+// (base). A Policy (policy.go) is the patches of its options, and so are a
+// context's options (SetOptions, Set…). A request runs with the transport's
+// settings as they are, unless a Policy applies to it or its context carries
+// options: then with a copy of them, patched by the policy and then by the
+// context's (policy.go).
 //
 // An option is added in one place, the file of its concept: a field of
 // settings (and its default in defaultSettings when that is not its zero
 // value), a function that makes its patch (which clamps or replaces invalid
-// values), WithX (option(patch)), and, if a context may set it, SetX
-// (withOverride(ctx, "x", patch)); a destination field compiles to the same
-// patch in compilePolicy.
+// values), and WithX (option(patch)). NewPolicy and SetOptions take it as
+// they are.
 
 // settings are what one request runs with.
 type settings struct {
@@ -259,102 +256,4 @@ func (t *Transport) resolve() *settings {
 	}
 	t.resolved.Store(&s) // two first uses at once store equal settings
 	return &s
-}
-
-// settings returns what req runs with: the transport's settings, or, when
-// a destination policy matches req (WithDestinations) or its context
-// carries overrides (Set…), own, made a copy of them patched by the policy
-// and then by the overrides. A request that neither concerns costs no copy
-// and, in a process that never made an override, no context lookup. The
-// settings returned must not be modified.
-func (t *Transport) settings(req *http.Request, own *settings) *settings {
-	s := t.base()
-	if t.destinations == nil && !overridesMade.Load() {
-		return s // no policy, and no context has overrides
-	}
-	return t.patched(req, s, own)
-}
-
-// patched is settings for a transport with destination policies, or in a
-// process where some context has overrides: s, the transport's settings,
-// or own, made a copy of them patched.
-func (t *Transport) patched(req *http.Request, s, own *settings) *settings {
-	var p *destPolicy
-	if t.destinations != nil {
-		p = t.destinations.lookup(req)
-	}
-	o := contextOverrides(req.Context())
-	if p == nil && o == nil {
-		return s
-	}
-	c := patching.Get().(*settings)
-	*c = *s
-	if p != nil {
-		p.apply(c)
-	}
-	if o != nil {
-		o.apply(c)
-	}
-	*own = *c
-	*c = settings{}
-	patching.Put(c)
-	return own
-}
-
-// patching holds the copies of the settings that patches are applied to. A
-// patch is a function, so what it is given escapes: a copy made per request
-// would be allocated.
-var patching = sync.Pool{New: func() any { return new(settings) }}
-
-// overridesKey is the context key of the per-request overrides.
-type overridesKey struct{}
-
-// overrides are the patches a context carries, each under the name of the
-// setting it changes, so that a later Set… of one setting replaces an
-// earlier one and a nil function removes it. All of a context's live in one
-// value, so a request costs one context lookup however many are set. A
-// stored *overrides is never modified.
-type overrides []namedPatch
-
-type namedPatch struct {
-	name string
-	p    patch
-}
-
-// overridesMade records that some context was given overrides: until then,
-// requests skip the context lookup.
-var overridesMade atomic.Bool
-
-// contextOverrides returns the overrides ctx carries, nil if none.
-func contextOverrides(ctx context.Context) *overrides {
-	if !overridesMade.Load() {
-		return nil
-	}
-	o, _ := ctx.Value(overridesKey{}).(*overrides)
-	return o
-}
-
-func (o *overrides) apply(s *settings) {
-	for _, np := range *o {
-		np.p(s)
-	}
-}
-
-// withOverride returns a context carrying ctx's overrides with the setting
-// name patched by p, or, for a nil p, no longer patched.
-func withOverride(ctx context.Context, name string, p patch) context.Context {
-	overridesMade.Store(true)
-	var o overrides
-	if prev, _ := ctx.Value(overridesKey{}).(*overrides); prev != nil {
-		o = make(overrides, 0, len(*prev)+1)
-		for _, np := range *prev {
-			if np.name != name {
-				o = append(o, np)
-			}
-		}
-	}
-	if p != nil {
-		o = append(o, namedPatch{name, p})
-	}
-	return context.WithValue(ctx, overridesKey{}, &o)
 }

@@ -314,15 +314,14 @@ func TestParkedCircuitOpenFailsThemAtOnce(t *testing.T) {
 }
 
 // TestParkedCircuitOpenFailsThemInADestinationBudget: the same, with the
-// retry parked in a destination's own budget, not the transport's.
+// retry parked in a policy's own budget (a destination's), not the
+// transport's.
 func TestParkedCircuitOpenFailsThemInADestinationBudget(t *testing.T) {
 	srv := deadServer(t)
-	d, err := retryhttp.NewDestinations(retryhttp.DestinationConfig{Destinations: []retryhttp.Destination{
-		{Host: "127.0.0.1", Budget: &retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 1, MaxWait: time.Hour}},
-	}})
-	require.NoError(t, err)
+	own := retryhttp.NewPolicy(retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(
+		retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 1, MaxWait: time.Hour})))
 	var ev parkEvents
-	c := newClient(t, retryhttp.WithDestinations(d), ev.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := newClient(t, retryhttp.WithPolicyFunc(func(*http.Request) *retryhttp.Policy { return own }), ev.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 5, FailureRatio: 0.5,
 	}))
 	parked := make(chan *http.Response, 1)

@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"context"
 	"net/http"
 	"strings"
 )
@@ -101,8 +100,8 @@ var defaultRetryPolicy = retryPolicy{
 // but the transport's own guess of idempotency before sending (which
 // requests WithHedging hedges, whose writes are watched) follows the
 // default methods, as for any function of the caller's. Use
-// WithCustomizedShouldRetryFn or SetCustomizedShouldRetryFn for that guess
-// to follow opts.IdempotentMethods too.
+// WithCustomizedShouldRetryFn (for a Transport, NewPolicy or SetOptions)
+// for that guess to follow opts.IdempotentMethods too.
 func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn {
 	return newRetryPolicy(opts).fn()
 }
@@ -113,13 +112,6 @@ func CustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) ShouldRetryFn 
 // watched) follow the same rules, opts.IdempotentMethods included.
 func WithCustomizedShouldRetryFn(opts CustomizedShouldRetryFnOptions) Option {
 	return option(withRetryPolicy(newRetryPolicy(opts)))
-}
-
-// SetCustomizedShouldRetryFn returns a context that makes requests sent with
-// it run as WithCustomizedShouldRetryFn(opts) says, whatever the
-// transport's policy.
-func SetCustomizedShouldRetryFn(ctx context.Context, opts CustomizedShouldRetryFnOptions) context.Context {
-	return withOverride(ctx, "shouldRetry", withRetryPolicy(newRetryPolicy(opts)))
 }
 
 // newRetryPolicy returns the rules of CustomizedShouldRetryFn(opts).

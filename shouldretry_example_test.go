@@ -49,21 +49,22 @@ func ExampleWithCustomizedShouldRetryFn() {
 	// DELETE requests at the server: 1
 }
 
-// SetCustomizedShouldRetryFn does the same for the requests sent with its
-// context only.
-func ExampleSetCustomizedShouldRetryFn() {
-	ctx := retryhttp.SetCustomizedShouldRetryFn(context.Background(), retryhttp.CustomizedShouldRetryFnOptions{
+// SetOptions with WithCustomizedShouldRetryFn does the same for the
+// requests sent with its context only.
+func ExampleSetOptions_customizedShouldRetryFn() {
+	ctx := retryhttp.SetOptions(context.Background(), retryhttp.WithCustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
 		IdempotentMethods: []string{http.MethodGet, http.MethodHead},
-	})
+	}))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, "https://example.com/item/1", nil)
 	_ = req // sent through a retryhttp Transport: a DELETE answered 503 is not retried
 }
 
-// SetAdaptiveHedging turns hedging with a delay that follows the host's
-// latency on for the requests sent with its context only: here the 93rd
-// percentile of the host's recent successful first attempts, one hedge.
-func ExampleSetAdaptiveHedging() {
-	ctx := retryhttp.SetAdaptiveHedging(context.Background(), 0.93, 1)
+// SetOptions with WithAdaptiveHedging turns hedging with a delay that
+// follows the host's latency on for the requests sent with its context
+// only: here the 93rd percentile of the host's recent successful first
+// attempts, one hedge.
+func ExampleSetOptions_adaptiveHedging() {
+	ctx := retryhttp.SetOptions(context.Background(), retryhttp.WithAdaptiveHedging(0.93, 1))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://example.com/search?q=x", nil)
 	_ = req // sent through a retryhttp Transport
 }

@@ -75,12 +75,13 @@ type Transport struct {
 	// The parts options plug in.
 	transport    http.RoundTripper         // WithTransport; nil: the shared one (base.go)
 	breakers     *breakers                 // WithCircuitBreaker; nil: none
-	destinations *Destinations             // WithDestinations; nil: none
 	obs          *observer                 // hooks and logger (hooks.go, log.go); nil: none
 	prepareRetry func(*http.Request) error // WithPrepareRetry; nil: none
 	cookieJar    http.CookieJar            // WithCookieJar (cookies.go); nil: none
 
 	deadlineHeader bool // WithDeadlineHeader (deadline.go)
+
+	policyOf func(*http.Request) *Policy // WithPolicyFunc (policy.go); nil: none
 
 	clk Clock // WithClock; nil: the real clock (clock.go)
 	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
@@ -140,8 +141,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, refused
 		}
 	}
-	s := t.base() // what req runs with, once: one destination policy throughout
-	if t.destinations != nil || overridesMade.Load() {
+	s := t.base() // what req runs with, once: one policy throughout
+	if t.policyOf != nil || overridesMade.Load() {
 		var own settings // if a policy or overrides apply: a patched copy
 		s = t.settings(req, &own)
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/destinations"
 )
 
 //go:embed destinations.json
@@ -72,11 +73,11 @@ func main() {
 	file := filepath.Join(dir, "destinations.json")
 	check(os.WriteFile(file, []byte(destinationsJSON), 0o600))
 
-	var destinations retryhttp.Destinations
-	check(destinations.LoadFile(file))
+	var table destinations.Table
+	check(table.LoadFile(file))
 	tr := retryhttp.New(
 		retryhttp.WithTransport(dialByName(addrs)),
-		retryhttp.WithDestinations(&destinations),
+		retryhttp.WithPolicyFunc(table.Policy),
 	)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -91,14 +92,14 @@ func main() {
 		fail("destinations.json no longer holds the line this example edits")
 	}
 	check(os.WriteFile(file, []byte(edited), 0o600))
-	check(destinations.LoadFile(file))
+	check(table.LoadFile(file))
 	fmt.Println("\nafter editing payments to maxRetries 1 and reloading:")
 	round(client, backends, map[string]int64{"payments": 2, "search": 2, "legacy": 3, "other": 3})
 
 	// A broken file is refused; the policies in place stay.
 	broken := strings.Replace(edited, `"base": "5ms"`, `"base": "-5ms"`, 1)
 	check(os.WriteFile(file, []byte(broken), 0o600))
-	err = destinations.LoadFile(file)
+	err = table.LoadFile(file)
 	if err == nil {
 		fail("the broken file was accepted")
 	}

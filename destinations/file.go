@@ -1,4 +1,4 @@
-package retryhttp
+package destinations
 
 import (
 	"encoding/json"
@@ -7,25 +7,26 @@ import (
 	"io"
 	"os"
 
+	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/internal/jsonwalk"
 )
 
 // maxDestinationsFile bounds the size of a destinations file.
 const maxDestinationsFile = 4 << 20
 
-// LoadFile reads the JSON file name (as ParseDestinations describes) and,
+// LoadFile reads the JSON file name (as Parse describes) and,
 // if it is valid, replaces the policies at once, as Set does. A file that
 // cannot be read or is invalid changes nothing: the policies in place stay,
 // and the error says why, naming the file and, for each problem, its key
-// path (a *DestinationConfigError).
-func (d *Destinations) LoadFile(name string) error {
+// path (a *ConfigError).
+func (t *Table) LoadFile(name string) error {
 	data, err := readFileLimited(name)
 	if err != nil {
 		return fmt.Errorf("retryhttp: reading destinations: %w", err)
 	}
-	cfg, err := ParseDestinations(data)
+	cfg, err := Parse(data)
 	if err == nil {
-		err = d.Set(cfg)
+		err = t.Set(cfg)
 	}
 	if err != nil {
 		return inFile(err, name)
@@ -49,7 +50,7 @@ func readFileLimited(name string) ([]byte, error) {
 	return data, nil
 }
 
-// inFile sets File on every DestinationConfigError of err.
+// inFile sets File on every ConfigError of err.
 func inFile(err error, name string) error {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -58,7 +59,7 @@ func inFile(err error, name string) error {
 		errs = []error{err}
 	}
 	for _, e := range errs {
-		var ce *DestinationConfigError
+		var ce *ConfigError
 		if errors.As(e, &ce) {
 			ce.File = name
 		}
@@ -76,8 +77,8 @@ var (
 	fileBudgetKeys  = []string{"ratio", "capacity", "maxHosts", "noParking", "maxWait", "maxParked"}
 )
 
-// ParseDestinations reads a destinations file in JSON and validates it,
-// returning every problem found (each a *DestinationConfigError naming its
+// Parse reads a destinations file in JSON and validates it,
+// returning every problem found (each a *ConfigError naming its
 // key path, such as destinations[2].backoff.base), joined with errors.Join.
 // docs/options.md describes the format; in short:
 //
@@ -97,16 +98,16 @@ var (
 // Durations are Go duration strings ("250ms", "2s", "1m30s"). Keys are
 // case-sensitive; an unknown or repeated key is an error, and so is a value
 // of the wrong type or out of range. A null value means the key is absent.
-// In "backoff", "jitter" is the JitterMagnitude of CustomizedDelayFnOptions,
+// In "backoff", "jitter" is the JitterMagnitude of retryhttp.CustomizedDelayFnOptions,
 // from 0 (none) to 1; absent, it is 1/3. "budget" is "transport" (the
 // transport's budget, as when absent), "off", or the options of a budget of
 // the destination's own. "hedging" is "off" or its delay (or quantile:
-// DestinationHedging) and maxHedges.
-func ParseDestinations(data []byte) (DestinationConfig, error) {
-	var cfg DestinationConfig
+// Hedging) and maxHedges.
+func Parse(data []byte) (Config, error) {
+	var cfg Config
 	var top json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		return cfg, &DestinationConfigError{Problem: "not valid JSON: " + jsonwalk.SyntaxError(data, err)}
+		return cfg, &ConfigError{Problem: "not valid JSON: " + jsonwalk.SyntaxError(data, err)}
 	}
 	p := newFileParser()
 	p.Object(top, "", fileTopKeys, func(key string, v json.RawMessage, path string) {
@@ -130,13 +131,13 @@ func ParseDestinations(data []byte) (DestinationConfig, error) {
 	// every problem, but say nothing more at a path already reported.
 	ps := append(p.ps, configProblems(cfg).outside(p.ps)...)
 	if len(ps) > 0 {
-		return DestinationConfig{}, ps.err()
+		return Config{}, ps.err()
 	}
 	return cfg, nil
 }
 
 // fileParser turns the JSON values of a destinations file into a
-// DestinationConfig, collecting problems: the walk of the JSON and the
+// Config, collecting problems: the walk of the JSON and the
 // reading of scalars are jsonwalk's, the schema is here.
 type fileParser struct {
 	jsonwalk.Walker
@@ -193,7 +194,7 @@ func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, 
 			}
 			return
 		}
-		d.Budget = &RetryBudgetOptions{}
+		d.Budget = &retryhttp.RetryBudgetOptions{}
 		p.Object(v, path, fileBudgetKeys, func(key string, v json.RawMessage, path string) {
 			switch key {
 			case "ratio":
@@ -214,8 +215,8 @@ func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, 
 }
 
 // backoff reads the backoff object v.
-func (p *fileParser) backoff(v json.RawMessage, path string) *CustomizedDelayFnOptions {
-	b := &CustomizedDelayFnOptions{}
+func (p *fileParser) backoff(v json.RawMessage, path string) *retryhttp.CustomizedDelayFnOptions {
+	b := &retryhttp.CustomizedDelayFnOptions{}
 	p.Object(v, path, fileBackoffKeys, func(key string, v json.RawMessage, path string) {
 		switch key {
 		case "base":
@@ -238,8 +239,8 @@ func (p *fileParser) backoff(v json.RawMessage, path string) *CustomizedDelayFnO
 }
 
 // hedging reads the hedging value v: "off" or an object.
-func (p *fileParser) hedging(v json.RawMessage, path string) *DestinationHedging {
-	h := &DestinationHedging{}
+func (p *fileParser) hedging(v json.RawMessage, path string) *Hedging {
+	h := &Hedging{}
 	hasDelay, hasQuantile := false, false
 	if jsonwalk.Type(v) == "string" {
 		if s := p.Str(v, path); s != "off" {

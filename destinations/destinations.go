@@ -1,4 +1,19 @@
-package retryhttp
+// Package destinations gives each destination of a retryhttp.Transport a
+// retry policy of its own: by host (exact, with a port, or a wildcard) or
+// by any property of the request, written in Go or read from a JSON file,
+// and replaced at run time while requests run.
+//
+// A Config compiles each destination to a retryhttp.Policy of the
+// transport's own options (WithMaxRetries, WithDelayFn, WithAttemptTimeout,
+// WithHedging, WithCustomizedShouldRetryFn, WithRetryBudget); a Table holds
+// the compiled form and finds the Policy of a request without allocating.
+// A Transport applies it through retryhttp.WithPolicyFunc:
+//
+//	table, err := destinations.New(cfg) // or a zero Table and LoadFile
+//	tr := retryhttp.New(retryhttp.WithPolicyFunc(table.Policy))
+//
+// docs/options.md has the rules and the file format in full.
+package destinations
 
 import (
 	"net/http"
@@ -7,14 +22,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
-	"github.com/seed2409de8f/retryhttp/internal/hostpattern"
 )
 
 // Destination is the retry policy of one destination: the requests whose
 // host is Host, or for which Match returns true. Each field left unset (nil)
-// is inherited, from DestinationConfig.Defaults and then from the
-// Transport's options. docs/options.md has the rules in full.
+// is inherited, from Config.Defaults and then from the Transport's options.
+// The options named below are retryhttp's. docs/options.md has the rules in
+// full.
 type Destination struct {
 	// Name labels the destination in errors; optional, unique when set.
 	// A destination's own retry budget is kept across reloads under its
@@ -45,14 +61,14 @@ type Destination struct {
 	// CustomizedDelayFnOptions (250ms, 10s, 1/3), not the transport's.
 	// Base and Cap must not be negative, nor Cap below a set Base;
 	// JitterMagnitude must not be NaN nor above 1 (negative: no jitter).
-	Backoff *CustomizedDelayFnOptions
+	Backoff *retryhttp.CustomizedDelayFnOptions
 
 	// AttemptTimeout replaces WithAttemptTimeout; zero means no
 	// per-attempt timeout. Not negative.
 	AttemptTimeout *time.Duration
 
 	// Hedging replaces WithHedging; a MaxHedges of zero turns hedging off.
-	Hedging *DestinationHedging
+	Hedging *Hedging
 
 	// RetryableStatusCodes makes the ShouldRetryFn
 	// CustomizedShouldRetryFn with these status codes (400 to 599, no
@@ -65,15 +81,15 @@ type Destination struct {
 	// a Match destination keeps one bucket per host in it, as usual.
 	// NoBudget turns the budget off for the destination. At most one of
 	// them is set; without either, the transport's budget applies.
-	Budget   *RetryBudgetOptions
+	Budget   *retryhttp.RetryBudgetOptions
 	NoBudget bool
 }
 
-// DestinationHedging is the hedging of a Destination, as WithHedging
+// Hedging is the hedging of a Destination, as retryhttp.WithHedging
 // describes it: another attempt after Delay without an answer, at most
 // MaxHedges in flight beyond the first. A MaxHedges of zero turns hedging
 // off; otherwise Delay must be positive, or Quantile set.
-type DestinationHedging struct {
+type Hedging struct {
 	Delay     time.Duration
 	MaxHedges int
 	// Quantile, if not zero, makes the delay follow the destination's
@@ -83,9 +99,9 @@ type DestinationHedging struct {
 	Quantile float64
 }
 
-// DestinationConfig is a set of destination policies: what a file read by
-// ParseDestinations holds, and what Destinations.Set installs.
-type DestinationConfig struct {
+// Config is a set of destination policies: what a file read by Parse
+// holds, and what Table.Set installs.
+type Config struct {
 	// Defaults applies to every request sent through the transport,
 	// matched or not: a destination inherits each field it leaves unset
 	// from Defaults, and a request that matches no destination gets
@@ -100,68 +116,65 @@ type DestinationConfig struct {
 	Destinations []Destination
 }
 
-// Destinations holds the destination policies of one or more Transports
-// (WithDestinations) and lets them be replaced at run time. The zero value
-// holds none: requests use the transports' options, as without it.
+// Table holds the destination policies of one or more Transports and lets
+// them be replaced at run time; a Transport applies them through
+// retryhttp.WithPolicyFunc(table.Policy). The zero value holds none:
+// requests use the transports' options, as without it.
 //
 // Set and LoadFile replace every policy at once; a request uses the
 // policies that were in place when it started, for all its attempts. A
-// Destinations is safe for concurrent use. It must not be copied after
-// first use.
-type Destinations struct {
+// Table is safe for concurrent use. It must not be copied after first use.
+type Table struct {
 	current atomic.Pointer[destSet] // immutable once stored; nil: none
 	mu      sync.Mutex              // serialises Set, so budgets carry over
 }
 
-// NewDestinations returns a Destinations holding cfg, or the errors that
-// make cfg invalid.
-func NewDestinations(cfg DestinationConfig) (*Destinations, error) {
-	d := &Destinations{}
-	if err := d.Set(cfg); err != nil {
+// New returns a Table holding cfg, or the errors that make cfg invalid.
+func New(cfg Config) (*Table, error) {
+	t := &Table{}
+	if err := t.Set(cfg); err != nil {
 		return nil, err
 	}
-	return d, nil
+	return t, nil
 }
 
 // Set validates cfg and, if it is valid, replaces the policies at once.
 // Requests already started keep the policies they started with. An invalid
 // cfg changes nothing: Set returns every problem found, each a
-// *DestinationConfigError naming its field, joined with errors.Join.
+// *ConfigError naming its field, joined with errors.Join.
 //
 // A destination with a budget of its own (Budget) keeps its budget's state
 // across Set when its Name (or, without one, its Host) and its
-// RetryBudgetOptions are unchanged.
-func (d *Destinations) Set(cfg DestinationConfig) error {
+// retryhttp.RetryBudgetOptions are unchanged.
+func (t *Table) Set(cfg Config) error {
 	if err := validateConfig(cfg); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.current.Store(compile(cfg, d.current.Load()))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.current.Store(compile(cfg, t.current.Load()))
 	return nil
 }
 
-// WithDestinations makes the transport apply the policies of d by
-// destination: for a request, a setting comes from the first of its
-// context's override (Set…), the destination's policy, the transport's
-// option (With…) and the default. nil, the default, means no destination
-// policies. A Destinations may be shared by several transports.
-func WithDestinations(d *Destinations) Option {
-	return func(t *Transport) { t.destinations = d }
-}
-
-// lookup returns the policy of req in the policies in place now, nil if
-// there is none. It does not allocate, unless req's host name has
+// Policy returns the policy of req in the policies in place now: that of
+// the first destination matching it, else that of the defaults, nil if
+// there is none. It is the function to give retryhttp.WithPolicyFunc: for
+// a request, a setting then comes from the first of its context's options
+// (retryhttp.SetOptions), the destination's policy, the transport's option
+// and the default. It does not allocate, unless req's host name has
 // upper-case letters or a Match function allocates.
-func (d *Destinations) lookup(req *http.Request) *destPolicy {
-	ds := d.current.Load()
+func (t *Table) Policy(req *http.Request) *retryhttp.Policy {
+	ds := t.current.Load()
 	if ds == nil {
 		return nil
 	}
-	return ds.lookup(req)
+	if p := ds.lookup(req); p != nil {
+		return p.policy
+	}
+	return nil
 }
 
-// destSet is the compiled, immutable form of a DestinationConfig: the
+// destSet is the compiled, immutable form of a Config: the
 // policies in order, and indexes that find the first match of a request
 // without allocating.
 type destSet struct {
@@ -237,127 +250,4 @@ func requestHostPort(req *http.Request) (host, port string) {
 		}
 	}
 	return host, port
-}
-
-// destPolicy is the compiled policy of one destination, its inherited
-// fields filled in from the defaults: patches to the settings, the same
-// patches as the options' (options.go). It is never modified once built.
-type destPolicy struct {
-	key        string // what its own budget is kept under (budgetKey)
-	patches    []patch
-	budget     *RetryBudget // its own (Budget), nil if none
-	budgetOpts *RetryBudgetOptions
-}
-
-// apply sets in s what the policy sets.
-func (p *destPolicy) apply(s *settings) {
-	for _, patch := range p.patches {
-		patch(s)
-	}
-}
-
-// compile builds the destSet of a valid cfg. Budgets of prev's policies are
-// kept for policies with the same key and budget options.
-func compile(cfg DestinationConfig, prev *destSet) *destSet {
-	budgets := map[string]*destPolicy{}
-	if prev != nil {
-		for _, p := range prev.policies {
-			budgets[p.key] = p
-		}
-		if prev.defaults != nil {
-			budgets["defaults"] = prev.defaults
-		}
-	}
-	defaults := compilePolicy(cfg.Defaults, Destination{}, "defaults", budgets, nil)
-	ds := &destSet{exact: map[string][]portRule{}, wildcard: map[string]int{}}
-	if len(defaults.patches) > 0 {
-		ds.defaults = defaults
-	}
-	for i, d := range cfg.Destinations {
-		// Those who inherit the defaults' budget share it.
-		p := compilePolicy(d, cfg.Defaults, budgetKey(d), budgets, defaults.budget)
-		ds.policies = append(ds.policies, p)
-		if d.Match != nil {
-			ds.matchers = append(ds.matchers, matchRule{i, d.Match})
-			continue
-		}
-		h := hostpattern.Parse(d.Host)
-		if h.Wildcard {
-			if _, ok := ds.wildcard[h.Name]; !ok {
-				ds.wildcard[h.Name] = i
-			}
-			continue
-		}
-		ds.exact[h.Name] = append(ds.exact[h.Name], portRule{h.Port, i})
-	}
-	return ds
-}
-
-// compilePolicy compiles d, with the fields it leaves unset taken from def,
-// whose own budget, if it has one, is defBudget.
-func compilePolicy(d, def Destination, key string, prev map[string]*destPolicy, defBudget *RetryBudget) *destPolicy {
-	p := &destPolicy{key: key}
-	add := func(f patch) { p.patches = append(p.patches, f) }
-	if r := firstSet(d.MaxRetries, def.MaxRetries); r != nil {
-		add(withMaxRetries(*r))
-	}
-	if b := firstSet(d.Backoff, def.Backoff); b != nil {
-		add(withDelay(CustomizedDelayFn(*b)))
-	}
-	codes := d.RetryableStatusCodes
-	if codes == nil {
-		codes = def.RetryableStatusCodes
-	}
-	if codes != nil {
-		add(withRetryPolicy(newRetryPolicy(CustomizedShouldRetryFnOptions{RetryableStatusCodes: codes})))
-	}
-	if a := firstSet(d.AttemptTimeout, def.AttemptTimeout); a != nil {
-		add(withAttemptTimeout(*a))
-	}
-	if h := firstSet(d.Hedging, def.Hedging); h != nil {
-		if h.Quantile != 0 {
-			add(withAdaptiveHedging(h.Quantile, h.MaxHedges))
-		} else {
-			add(withHedging(h.Delay, h.MaxHedges))
-		}
-	}
-	switch {
-	case d.NoBudget:
-		add(withBudget(nil))
-	case d.Budget != nil:
-		opts := *d.Budget // a copy: the caller may change theirs
-		p.budgetOpts = &opts
-		if old, ok := prev[key]; ok && key != "" && old.budgetOpts != nil && *old.budgetOpts == *d.Budget {
-			p.budget = old.budget
-		} else {
-			p.budget = NewRetryBudget(*d.Budget)
-		}
-		add(withBudget(p.budget))
-	case def.NoBudget:
-		add(withBudget(nil))
-	case def.Budget != nil:
-		add(withBudget(defBudget))
-	}
-	return p
-}
-
-// budgetKey is what the budget of d is kept under across Set: its Name, or
-// its Host; "" (not kept) for a Match destination without a name.
-func budgetKey(d Destination) string {
-	switch {
-	case d.Name != "":
-		return "name:" + d.Name
-	case d.Host != "":
-		h := hostpattern.Parse(d.Host)
-		return "host:" + h.String()
-	}
-	return ""
-}
-
-// firstSet returns a if it is set, else b.
-func firstSet[T any](a, b *T) *T {
-	if a != nil {
-		return a
-	}
-	return b
 }

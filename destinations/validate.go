@@ -1,4 +1,4 @@
-package retryhttp
+package destinations
 
 import (
 	"errors"
@@ -6,23 +6,24 @@ import (
 	"math"
 	"strings"
 
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostpattern"
 	"github.com/seed2409de8f/retryhttp/internal/tail"
 )
 
-// DestinationConfigError is one problem in a DestinationConfig or in a
+// ConfigError is one problem in a Config or in a
 // destinations file: where it is, as a key path such as
 // "destinations[2].backoff.base", and what is wrong. Set,
-// NewDestinations, ParseDestinations and LoadFile return every problem they
+// New, Parse and LoadFile return every problem they
 // find, each one of these, joined with errors.Join; errors.As finds the
 // first.
-type DestinationConfigError struct {
+type ConfigError struct {
 	File    string // the file, for LoadFile; "" otherwise
 	Path    string // the key path, with the file's key names
 	Problem string
 }
 
-func (e *DestinationConfigError) Error() string {
+func (e *ConfigError) Error() string {
 	var b strings.Builder
 	b.WriteString("retryhttp: ")
 	if e.File != "" {
@@ -35,11 +36,11 @@ func (e *DestinationConfigError) Error() string {
 	return b.String()
 }
 
-// problems collects DestinationConfigErrors.
+// problems collects ConfigErrors.
 type problems []error
 
 func (ps *problems) add(path, format string, args ...any) {
-	*ps = append(*ps, &DestinationConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
+	*ps = append(*ps, &ConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
 }
 
 func (ps problems) err() error { return errors.Join(ps...) }
@@ -49,7 +50,7 @@ func (ps problems) err() error { return errors.Join(ps...) }
 func (ps problems) outside(reported problems) problems {
 	var out problems
 	for _, e := range ps {
-		if !reportedAt(reported, e.(*DestinationConfigError).Path) {
+		if !reportedAt(reported, e.(*ConfigError).Path) {
 			out = append(out, e)
 		}
 	}
@@ -59,7 +60,7 @@ func (ps problems) outside(reported problems) problems {
 // reportedAt reports whether one of reported is at path or encloses it.
 func reportedAt(reported problems, path string) bool {
 	for _, e := range reported {
-		p := e.(*DestinationConfigError).Path
+		p := e.(*ConfigError).Path
 		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
 			return true
 		}
@@ -68,10 +69,10 @@ func reportedAt(reported problems, path string) bool {
 }
 
 // validateConfig returns the problems of cfg, nil if there are none.
-func validateConfig(cfg DestinationConfig) error { return configProblems(cfg).err() }
+func validateConfig(cfg Config) error { return configProblems(cfg).err() }
 
 // configProblems returns the problems of cfg.
-func configProblems(cfg DestinationConfig) problems {
+func configProblems(cfg Config) problems {
 	var ps problems
 	def := cfg.Defaults
 	if def.Name != "" {
@@ -179,8 +180,8 @@ func validatePolicy(ps *problems, path string, d Destination) {
 		if r := b.Ratio; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 			ps.add(path+".budget.ratio", "must be a positive number (zero means the default, 0.1), got %v", r)
 		}
-		if b.Capacity < 0 || b.Capacity > maxBudgetCapacity {
-			ps.add(path+".budget.capacity", "must be from 1 to %d (zero means the default, 10), got %d", maxBudgetCapacity, b.Capacity)
+		if b.Capacity < 0 || b.Capacity > budget.MaxCapacity {
+			ps.add(path+".budget.capacity", "must be from 1 to %d (zero means the default, 10), got %d", budget.MaxCapacity, b.Capacity)
 		}
 		if b.MaxHosts < 0 {
 			ps.add(path+".budget.maxHosts", "must be positive (zero means the default, 1024), got %d", b.MaxHosts)

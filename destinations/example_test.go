@@ -1,4 +1,4 @@
-package retryhttp_test
+package destinations_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/destinations"
 )
 
 // exampleDownServer answers 503 to every request and counts them.
@@ -23,7 +24,7 @@ func exampleDownServer() (*httptest.Server, *atomic.Int32) {
 // One Transport, a policy per destination: the payments backend is never
 // retried, the search backend is retried once with short waits, and any
 // other host gets the file's defaults.
-func ExampleDestinations() {
+func Example() {
 	payments, paymentsAttempts := exampleDownServer()
 	defer payments.Close()
 	search, searchAttempts := exampleDownServer()
@@ -32,8 +33,8 @@ func ExampleDestinations() {
 	defer other.Close()
 	host := func(s *httptest.Server) string { u, _ := url.Parse(s.URL); return u.Host }
 
-	// Usually a file, read with (*Destinations).LoadFile.
-	cfg, err := retryhttp.ParseDestinations([]byte(fmt.Sprintf(`{
+	// Usually a file, read with (*Table).LoadFile.
+	cfg, err := destinations.Parse([]byte(fmt.Sprintf(`{
 		"defaults": {"maxRetries": 2, "backoff": {"base": "1ms"}},
 		"destinations": [
 			{"name": "payments", "host": %q, "maxRetries": 0},
@@ -44,12 +45,12 @@ func ExampleDestinations() {
 		fmt.Println(err)
 		return
 	}
-	destinations, err := retryhttp.NewDestinations(cfg)
+	table, err := destinations.New(cfg)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	tr := retryhttp.New(retryhttp.WithDestinations(destinations))
+	tr := retryhttp.New(retryhttp.WithPolicyFunc(table.Policy))
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 
@@ -69,8 +70,8 @@ func ExampleDestinations() {
 
 // A destinations file with a mistake is refused as a whole, and the error
 // says where the mistake is.
-func ExampleParseDestinations() {
-	_, err := retryhttp.ParseDestinations([]byte(`{
+func ExampleParse() {
+	_, err := destinations.Parse([]byte(`{
 		"destinations": [
 			{"host": "payments.internal", "maxRetries": 0},
 			{"host": "*.search.internal", "backof": {"base": "50ms"}},
