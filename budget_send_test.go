@@ -19,12 +19,14 @@ import (
 // with the response it had, body and all. A delay longer than MaxWait, or a
 // response too long to keep, takes its token before the wait: no retry
 // waits that long to be refused, and none is refused after its response was
-// let go.
+// let go; so does the retry of a response that asked the client to back
+// off, whose token is spent whatever the retry brings.
 func TestBudgetTokenTakenWhenSent(t *testing.T) {
 	tests := []struct {
 		name         string
 		delay        time.Duration
 		bodyLen      int
+		retryAfter   string // on the failed responses
 		spend        bool    // another retry takes the tokens during the wait
 		wantTokens   float64 // in the bucket as the wait starts
 		wantAttempts int64   // of the failing request
@@ -38,6 +40,8 @@ func TestBudgetTokenTakenWhenSent(t *testing.T) {
 			wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
 		{name: "a body too long to keep takes it up front", delay: 10 * time.Millisecond, bodyLen: 5000, spend: true,
 			wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
+		{name: "a response asking to back off takes it up front", delay: 10 * time.Millisecond, bodyLen: 4,
+			retryAfter: "1", spend: true, wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +50,9 @@ func TestBudgetTokenTakenWhenSent(t *testing.T) {
 			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path != "/ok" {
 					failing.Add(1)
+					if tt.retryAfter != "" {
+						w.Header().Set("Retry-After", tt.retryAfter)
+					}
 					w.WriteHeader(http.StatusServiceUnavailable)
 				}
 				_, _ = w.Write([]byte(body))

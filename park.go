@@ -95,7 +95,9 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 // longer than MaxWait, or a response that could not be kept to return
 // after the wait (kept false), takes its token before the wait: no retry
 // waits longer than MaxWait only to be refused, and none is refused after
-// its response was let go. It returns the context's error if the caller
+// its response was let go. So does the retry of a response that asked the
+// client to back off (asksBackOff): its token is spent whatever the retry
+// brings, and the bucket rations such retries as they are decided. It returns the context's error if the caller
 // gave up during the wait.
 func (t *Transport) takeAtSend(ctx context.Context, s *settings, acct *retryAccount, h *budget.Host, a Attempt, d time.Duration,
 	kept bool) (l lease, taken, waited bool, err error) {
@@ -103,7 +105,7 @@ func (t *Transport) takeAtSend(ctx context.Context, s *settings, acct *retryAcco
 	switch {
 	case h.Parked() || !h.HasToken():
 		return lease{}, false, false, nil
-	case d > b.MaxWait() || !kept:
+	case d > b.MaxWait() || !kept || asksBackOff(a.Res):
 		if !h.Withdraw() {
 			return lease{}, false, false, nil
 		}
@@ -140,10 +142,17 @@ func (acct *retryAccount) owe(b *budget.Budget, h *budget.Host, a Attempt) lease
 	if success(a.Res) {
 		acct.owed = 0
 	}
-	if a.Res == nil || a.Res.StatusCode != http.StatusTooManyRequests && a.Res.Header.Get("Retry-After") == "" {
+	if !asksBackOff(a.Res) {
 		acct.owed++
 	}
 	return b.TokenLease(h, acct.owed)
+}
+
+// asksBackOff reports whether res asked the client to back off: a 429, or
+// a Retry-After. A server that says so is short of room: retrying it is not
+// free whatever it answers next.
+func asksBackOff(res *http.Response) bool {
+	return res != nil && (res.StatusCode == http.StatusTooManyRequests || res.Header.Get("Retry-After") != "")
 }
 
 // proceed reports the retry of a after delay d (unless takeAtSend did),
