@@ -26,7 +26,7 @@ func TestBudgetTokenTakenWhenSent(t *testing.T) {
 		name         string
 		delay        time.Duration
 		bodyLen      int
-		retryAfter   string // on the failed responses
+		retryAfter   string  // on the failed responses
 		spend        bool    // another retry takes the tokens during the wait
 		wantTokens   float64 // in the bucket as the wait starts
 		wantAttempts int64   // of the failing request

@@ -97,8 +97,8 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 // waits longer than MaxWait only to be refused, and none is refused after
 // its response was let go. So does the retry of a response that asked the
 // client to back off (asksBackOff): its token is spent whatever the retry
-// brings, and the bucket rations such retries as they are decided. It returns the context's error if the caller
-// gave up during the wait.
+// brings, and the bucket rations such retries as they are decided. It
+// returns the context's error if the caller gave up during the wait.
 func (t *Transport) takeAtSend(ctx context.Context, s *settings, acct *retryAccount, h *budget.Host, a Attempt, d time.Duration,
 	kept bool) (l lease, taken, waited bool, err error) {
 	b := s.budget.core
