@@ -40,7 +40,7 @@ const (
 // docs/storms.md has the algorithm and its bounds.
 type RetryBudgetOptions struct {
 	// Ratio is the number of tokens that a successful attempt deposits in
-	// its host's bucket; each retry sent at once withdraws one. The default
+	// its host's bucket; each retry sent without parking withdraws one. The default
 	// is DefaultRetryBudgetRatio, 0.1: in the long run, retries sent at once
 	// are at most a tenth of the successes, plus Capacity.
 	Ratio float64
@@ -93,9 +93,13 @@ type RetryBudgetOptions struct {
 //
 // It keeps a state per host (scheme, host name and port) with two parts:
 //
-//   - A token bucket: it starts full with Capacity tokens; a retry is sent
-//     at once (after its delay) if it can withdraw one token; a successful
-//     attempt deposits Ratio tokens, up to Capacity. When a request's retry
+//   - A token bucket: it starts full with Capacity tokens; a retry that
+//     sees a token waits its delay, then withdraws one as it is sent (a
+//     delay longer than MaxWait, or a response body over 4 KiB, withdraws
+//     it before the wait), so that the bucket bounds the retries sent, not
+//     those waiting; if the token is gone by then, the retry ends as one
+//     that found none; a successful attempt deposits Ratio tokens, up to
+//     Capacity. When a request's retry
 //     succeeds without queueing at the host (a latency within 4× the
 //     host's lowest, or 20ms more, or half the attempt timeout), the
 //     tokens its retries took go back to the bucket, unless
@@ -108,12 +112,12 @@ type RetryBudgetOptions struct {
 //     budget first saw it): it waits, inside the caller's RoundTrip, first
 //     for its own delay, then in a first-come first-served queue, until the
 //     host answers again. Parked retries are then released at most at 1.5
-//     per first attempt the host receives (one at a time when none is in
-//     flight, whatever the rate), with a slot of a window (the
+//     per first attempt the host receives, one by one as the host's events
+//     come (never a batch saved up), with a slot of a window (the
 //     parked retries in flight: it starts at 4, grows by one per successful
 //     retry up to a threshold, then by one per round, is halved when a
 //     retry fails or queued, at most once per round, and is capped at
-//     max(10, 2 × the host's rate of first attempts × its lowest latency))
+//     max(20, 2 × the host's rate of first attempts × its lowest latency))
 //     or with a token; none while 20% or more of the host's recent first
 //     attempts fail. A parked retry gives up, ending as a refused one does,
 //     at the caller's deadline less one attempt timeout, after MaxWait in

@@ -24,51 +24,61 @@ const maxParkedBody = 4 << 10
 // clock unless a test sets them.
 
 // awaitRetry gets the retry of attempt a under way, once the policy chose
-// it and its delay d. With a token of the destination's budget (or no
-// budget), it reports the retry, lets go of a's response and waits d.
-// Without one, it parks the retry: it keeps a's response, waits d, then
+// it and its delay d. Without a budget, it reports the retry, lets go of
+// a's response and waits d. With one, the retry takes a token of the
+// destination's host when it is sent, after its delay (takeAtSend): the
+// bucket bounds the retries sent, not those waiting. A retry that finds no
+// token is parked: it keeps a's response, waits what remains of d, then
 // queues for a slot of the host's window until the host answers again,
-// within the bounds of RetryBudget; waited is the request's time parked so
-// far. It returns the retry's lease, or why to stop and the error to
-// return with a's response: the response is returned as it is, or the
-// error joined with the sentinel of the reason.
+// within the bounds of RetryBudget; acct.waited is the request's time
+// parked so far. It returns the retry's lease, or why to stop and the
+// error to return with a's response: the response is returned as it is, or
+// the error joined with the sentinel of the reason.
 func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, acct *retryAccount) (lease, StopReason, error) {
 	b := s.budget
 	if b == nil {
-		return t.proceed(ctx, lease{}, a, s.maxRetries, d, d)
+		return t.proceed(ctx, s, acct, lease{}, a, d, d)
 	}
-	// While retries are parked on the host, a retry queues behind them
-	// even with a token: they leave in turn, at the host's pace.
 	core := b.core
 	h := core.Host(a.Req)
-	if !h.Parked() && h.Withdraw() {
-		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, d)
+	kept := keepResponse(a.Res)
+	l, taken, waited, err := t.takeAtSend(ctx, s, acct, h, a, d, kept)
+	wait := d // what remains of the delay
+	if waited {
+		wait = 0
 	}
-	until, ok := t.parkable(ctx, s, h, a, d, acct.waited)
+	switch {
+	case err != nil:
+		discard(a.Res)
+		return lease{}, StopCanceled, err
+	case taken:
+		return t.proceed(ctx, s, acct, l, a, d, wait)
+	}
+	until, ok := t.parkable(ctx, s, h, wait, acct.waited, kept)
 	switch {
 	case !ok && h.Withdraw():
-		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, d)
+		return t.proceed(ctx, s, acct, acct.owe(core, h, a), a, d, wait)
 	case !ok:
 		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	if t.breakers.isOpen(a.Req) {
 		return lease{}, StopCircuitOpen, markGiveUp(StopCircuitOpen, a.Count, a.Err)
 	}
-	if err := t.wait(ctx, d); err != nil {
+	if err := t.wait(ctx, wait); err != nil {
 		discard(a.Res)
 		return lease{}, StopCanceled, err
 	}
 	if !h.Parked() && h.Withdraw() { // successes may have refilled the bucket meanwhile
-		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, 0)
+		return t.proceed(ctx, s, acct, acct.owe(core, h, a), a, d, 0)
 	}
 	start := t.clock().Now()
 	l, why := t.park(ctx, core, h, a, until)
 	acct.waited += t.clock().Now().Sub(start)
 	switch {
 	case why == 0 && !l.Held(): // released with a token
-		return t.proceed(ctx, acct.owe(core, h, a), a, s.maxRetries, d, 0)
+		return t.proceed(ctx, s, acct, acct.owe(core, h, a), a, d, 0)
 	case why == 0:
-		return t.proceed(ctx, l, a, s.maxRetries, d, 0)
+		return t.proceed(ctx, s, acct, l, a, d, 0)
 	case why == StopCanceled:
 		discard(a.Res)
 		return lease{}, why, ctx.Err()
@@ -76,13 +86,49 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	return lease{}, why, markGiveUp(why, a.Count, a.Err) // budget refused, circuit open
 }
 
+// takeAtSend takes the token of the retry of a when it is sent, after its
+// delay d: if h has a token now and no retry parked, it waits d, then
+// withdraws one, so that the bucket bounds the retries sent and not those
+// that wait. It reports the retry's lease, whether it took a token, and
+// whether it waited d (then without a token: others took them meanwhile,
+// and the retry goes on as one that found none, its delay waited). A delay
+// longer than MaxWait, or a response that could not be kept to return
+// after the wait (kept false), takes its token before the wait: no retry
+// waits longer than MaxWait only to be refused, and none is refused after
+// its response was let go. So does the retry of a response that asked the
+// client to back off (asksBackOff): its token is spent whatever the retry
+// brings, and the bucket rations such retries as they are decided. It
+// returns the context's error if the caller gave up during the wait.
+func (t *Transport) takeAtSend(ctx context.Context, s *settings, acct *retryAccount, h *budget.Host, a Attempt, d time.Duration,
+	kept bool) (l lease, taken, waited bool, err error) {
+	b := s.budget.core
+	switch {
+	case h.Parked() || !h.HasToken():
+		return lease{}, false, false, nil
+	case d > b.MaxWait() || !kept || asksBackOff(a.Res):
+		if !h.Withdraw() {
+			return lease{}, false, false, nil
+		}
+		return acct.owe(b, h, a), true, false, nil
+	}
+	t.reportRetry(s, acct, a, d)
+	if err := t.wait(ctx, d); err != nil {
+		return lease{}, false, true, err
+	}
+	if h.Parked() || !h.Withdraw() {
+		return lease{}, false, true, nil
+	}
+	return acct.owe(b, h, a), true, true, nil
+}
+
 // retryAccount is what one request has spent of its destination's budget
 // so far: its time parked, over all its retries, and the tokens its retries
 // took after failures that did not ask the client to back off, which a
 // success gives back (settle).
 type retryAccount struct {
-	waited time.Duration
-	owed   int
+	waited   time.Duration
+	owed     int
+	reported int // the count of the attempt whose retry was reported
 }
 
 // owe records that the retry of a took a token of h, and returns the
@@ -96,17 +142,25 @@ func (acct *retryAccount) owe(b *budget.Budget, h *budget.Host, a Attempt) lease
 	if success(a.Res) {
 		acct.owed = 0
 	}
-	if a.Res == nil || a.Res.StatusCode != http.StatusTooManyRequests && a.Res.Header.Get("Retry-After") == "" {
+	if !asksBackOff(a.Res) {
 		acct.owed++
 	}
 	return b.TokenLease(h, acct.owed)
 }
 
-// proceed reports the retry of a after delay d, lets go of its response
-// and waits wait (d, or nothing when it was waited already). It returns l,
-// or StopCanceled, giving l's slot back, if the caller gave up meanwhile.
-func (t *Transport) proceed(ctx context.Context, l lease, a Attempt, maxRetries int, d, wait time.Duration) (lease, StopReason, error) {
-	t.obs.reportRetry(a, maxRetries, d, false)
+// asksBackOff reports whether res asked the client to back off: a 429, or
+// a Retry-After. A server that says so is short of room: retrying it is not
+// free whatever it answers next.
+func asksBackOff(res *http.Response) bool {
+	return res != nil && (res.StatusCode == http.StatusTooManyRequests || res.Header.Get("Retry-After") != "")
+}
+
+// proceed reports the retry of a after delay d (unless takeAtSend did),
+// lets go of its response and waits wait (d, or nothing when it was waited
+// already). It returns l, or StopCanceled, giving l's slot back, if the
+// caller gave up meanwhile.
+func (t *Transport) proceed(ctx context.Context, s *settings, acct *retryAccount, l lease, a Attempt, d, wait time.Duration) (lease, StopReason, error) {
+	t.reportRetry(s, acct, a, d)
 	discard(a.Res)
 	if err := t.wait(ctx, wait); err != nil {
 		l.End(outNeutral, 0, 0)
@@ -115,11 +169,22 @@ func (t *Transport) proceed(ctx context.Context, l lease, a Attempt, maxRetries 
 	return l, 0, nil
 }
 
-// parkable reports whether the retry of a, after d, may be parked on h, and
-// until when: parking is on, the host had a success within MaxWait, the
-// bounds leave time to wait after d, and a's response, if any, could be
-// kept (its body read into memory).
-func (t *Transport) parkable(ctx context.Context, s *settings, h *budget.Host, a Attempt, d, waited time.Duration) (time.Time, bool) {
+// reportRetry reports the retry of a after delay d, once: a retry that
+// takes its token when it is sent is reported before its wait, as it is
+// decided, and not again when it goes.
+func (t *Transport) reportRetry(s *settings, acct *retryAccount, a Attempt, d time.Duration) {
+	if acct.reported == a.Count {
+		return
+	}
+	acct.reported = a.Count
+	t.obs.reportRetry(a, s.maxRetries, d, false)
+}
+
+// parkable reports whether a retry, after d, may be parked on h, and until
+// when: parking is on, the host had a success within MaxWait, the bounds
+// leave time to wait after d, and the response it retries, if any, was
+// kept (kept: its body read into memory).
+func (t *Transport) parkable(ctx context.Context, s *settings, h *budget.Host, d, waited time.Duration, kept bool) (time.Time, bool) {
 	b := s.budget.core
 	if !b.Parks(h) {
 		return time.Time{}, false
@@ -132,19 +197,27 @@ func (t *Transport) parkable(ctx context.Context, s *settings, h *budget.Host, a
 	if !until.After(now.Add(d)) {
 		return time.Time{}, false
 	}
-	return until, keepResponse(a.Res)
+	return until, kept
 }
 
 // keepResponse reads res's body into memory, up to maxParkedBody, and
 // closes it, so that res can wait without holding a connection. It
 // reports false, leaving res readable as it was, if the body is longer or
-// fails to read. A nil res is kept.
+// fails to read; a body that stalls for maxDrainTime is cut there, as a
+// discarded one would be. A nil res is kept.
 func keepResponse(res *http.Response) bool {
-	if res == nil || res.Body == nil || res.Body == http.NoBody {
+	switch {
+	case res == nil || res.Body == nil || res.Body == http.NoBody:
 		return true
+	case res.ContentLength > maxParkedBody:
+		return false
 	}
 	body := res.Body
+	// A body that stalls is cut, as a discarded one is (discard): closing
+	// it unblocks the read.
+	cut := time.AfterFunc(maxDrainTime, func() { body.Close() })
 	buf, err := io.ReadAll(io.LimitReader(body, maxParkedBody+1))
+	cut.Stop()
 	if err != nil || len(buf) > maxParkedBody {
 		res.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), body), body: body}
 		return false

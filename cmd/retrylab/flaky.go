@@ -22,6 +22,7 @@ type flakyRow struct {
 	sum           summary
 	attempts      int64
 	amplification float64
+	refused       int64     // requests that ended on a retry the budget refused
 	arrived       []float64 // requests per 100ms at the server
 	check         machineCheck
 }
@@ -84,7 +85,8 @@ func flakyRun(ctx context.Context, cfg config, r flakyResult, p policy, fails fu
 		return flakyRow{}, err
 	}
 	defer run.srv.close()
-	row := flakyRow{policy: p, sum: cfg.summarize(run.outcomes), attempts: run.srv.requests.Load(), check: run.check}
+	row := flakyRow{policy: p, sum: cfg.summarize(run.outcomes), attempts: run.srv.requests.Load(), check: run.check,
+		refused: run.refused}
 	row.amplification = float64(row.attempts) / float64(max(row.sum.requests, 1))
 	row.arrived, _ = run.srv.series(r.buckets + loadTail)
 	return row, nil
@@ -100,10 +102,11 @@ func flakySection(r flakyResult, cfg config) section {
 				"drawn at random, with 503 at once, and the others with 200.", r.clients, flakyPeriod, r.duration, pct(flakyRate)),
 			"Retries cannot hurt this server and each has a 70% chance: the question is what each policy spends. " +
 				"Without a budget, 3 retries cost 1 + 0.3 + 0.09 + 0.027 = 1.42 attempts per request, for 99.2% success.",
+			"Refused: requests that ended on a retry the retry budget refused (StopBudgetRefused); the other failures used all their attempts.",
 			fmt.Sprintf("Waits are scaled ×%g (retryhttp's 250ms base becomes %v) so that the run takes seconds.",
 				flakyWaits, time.Duration(float64(250*time.Millisecond)*flakyWaits)),
 		},
-		header: []string{"policy", "requests", "server hits", "amplification", "success", "p50", "p99"},
+		header: []string{"policy", "requests", "server hits", "amplification", "success", "refused", "p50", "p99"},
 	}
 	s.notes = append(s.notes, cfg.scaleNote()...)
 	var checks []machineCheck
@@ -111,7 +114,7 @@ func flakySection(r flakyResult, cfg config) section {
 	for _, row := range r.rows {
 		s.rows = append(s.rows, []string{
 			row.policy.name, fmt.Sprint(row.sum.requests), fmt.Sprint(row.attempts),
-			fmt.Sprintf("%.2f×", row.amplification), pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
+			fmt.Sprintf("%.2f×", row.amplification), pct(row.sum.success), fmt.Sprint(row.refused), ms(row.sum.p50), ms(row.sum.p99),
 		})
 		s.policies = append(s.policies, row.policy)
 		checks, names = append(checks, row.check), append(names, row.policy.name)

@@ -521,6 +521,9 @@ func flakyRows(t *testing.T, scenario string, r func(results) *flakyResult) map[
 		assert.Equal(t, 40*1, row.sum.requests, name)
 		assert.GreaterOrEqual(t, row.attempts, int64(row.sum.requests), name)
 		assert.LessOrEqual(t, row.attempts, int64(4*row.sum.requests), name)
+		// A request refused a retry is one that failed.
+		failed := math.Round(float64(row.sum.requests) * (1 - row.sum.success))
+		assert.LessOrEqual(t, float64(row.refused), failed, name)
 	}
 	return rows
 }
@@ -534,6 +537,7 @@ func TestFlaky(t *testing.T) {
 	// request, and 1 - 0.3^4 success.
 	assert.InDelta(t, 1.42, full.amplification, 0.3)
 	assert.Greater(t, full.sum.success, none.sum.success)
+	assert.Zero(t, full.refused, "no budget, no refusal")
 	// Retries that succeed give their tokens back: the defaults retry
 	// about as much as no budget, and succeed as often.
 	defaults := rows[defaultsPolicy().name]

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
@@ -114,12 +115,13 @@ type load struct {
 }
 
 // loadRun is what runLoad saw: the server, still open for its series to be
-// read (the caller closes it), the clients' outcomes, and how faithfully the
-// machine ran it.
+// read (the caller closes it), the clients' outcomes, how faithfully the
+// machine ran it, and how many requests the retry budget refused a retry.
 type loadRun struct {
 	srv      *server
 	outcomes []outcome
 	check    machineCheck
+	refused  int64 // requests that ended on a retry the budget refused
 }
 
 // runLoad serves l.handler from l.start, with buckets of bucketWidth
@@ -137,8 +139,14 @@ func runLoad(ctx context.Context, cfg config, p policy, l load) (loadRun, error)
 	probe := startLagProbe(cfg.scale(lagTick))
 	base := newBase()
 	defer base.CloseIdleConnections()
-	clients := newClients(p, base, cfg.clients, waitScale, cfg.scale(clientLimit), l.extra)
+	var refused atomic.Int64
+	count := retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+		if d.Reason == retryhttp.StopBudgetRefused {
+			refused.Add(1)
+		}
+	}})
+	clients := newClients(p, base, cfg.clients, waitScale, cfg.scale(clientLimit), append(slices.Clip(l.extra), count))
 	outcomes := drive(ctx, l.start, cfg.clients, cfg.scale(l.period), cfg.scale(l.duration), cfg.seed,
 		func(ctx context.Context, i int) bool { return get(ctx, clients[i], srv.URL) == nil })
-	return loadRun{srv, outcomes, newMachineCheck(cfg, probe.finish())}, nil
+	return loadRun{srv, outcomes, newMachineCheck(cfg, probe.finish()), refused.Load()}, nil
 }

@@ -241,3 +241,8 @@ func (b *Budget) Each(fn func(hostmap.Key, HostState) bool) {
 		})
 	})
 }
+
+// HasToken reports whether h has a token now, without taking it: a retry
+// that sees one waits its delay and then withdraws it (Withdraw), when it
+// is sent.
+func (h *Host) HasToken() bool { return h.tokens.Load() >= tokenScale }

@@ -36,6 +36,12 @@ const (
 	// window of 10 send 1,000 a second at 10ms).
 	releaseShare = 1.5
 
+	// maxCredit bounds the releases saved up: the share of one first
+	// attempt, so that released retries are interleaved with the host's
+	// own traffic rather than sent in batches (a batch the size of the
+	// window overflows a host whose headroom is smaller).
+	maxCredit = releaseShare
+
 	// A successful retry slower than congestionFactor × the lowest latency
 	// of the host's first attempts, and than that plus congestionFloor,
 	// halves the window as a failure does.
@@ -272,10 +278,10 @@ func (h *Host) release(limit float64) bool {
 }
 
 // accrue brings the credit of releases up to date, at releaseShare of the
-// host's rate of first attempts (at least one per probeQuiet), and returns the most parked retries the
-// window lets be in flight now. The credit is held to the window, so that
-// a gate closed for long does not let a wave through when it opens.
-// Requires h.mu.
+// host's rate of first attempts (at least one per probeQuiet), and returns
+// the most parked retries the window lets be in flight now. The credit is
+// held to maxCredit, so that neither a gate closed for long nor a pause
+// between events lets a batch through at once. Requires h.mu.
 func (h *Host) accrue(at int64) float64 {
 	limit, rate := h.windowCap(at)
 	p := &h.p
@@ -284,9 +290,11 @@ func (h *Host) accrue(at int64) float64 {
 		p.credit += max(releaseShare*rate, 1/probeQuiet.Seconds()) * time.Duration(at-p.creditAt).Seconds()
 		p.creditAt = at
 	}
-	limit = min(p.window, limit)
-	p.credit = min(p.credit, max(limit, 1))
-	return limit
+	// Never saved up: releases go out one by one between the host's own
+	// first attempts, not in a batch that a host with little headroom
+	// would shed.
+	p.credit = min(p.credit, maxCredit)
+	return min(p.window, limit)
 }
 
 // windowCap returns the most the window may be: capFactor × the host's

@@ -113,10 +113,8 @@ func TestPacerGateForgetsOldFailures(t *testing.T) {
 
 func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 	f := newPacerFixture(t)
-	ws := f.park(8)
+	ws := f.park(6)
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
-	f.step(input{ev: evPoke})
-	// The window starts at four: the first four parked are released.
 	states := func() []WaitState {
 		s := make([]WaitState, len(ws))
 		for i, w := range ws {
@@ -125,13 +123,16 @@ func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 		return s
 	}
 	r, p := WaitReleased, WaitParked
-	assert.Equal(t, []WaitState{r, r, r, r, p, p, p, p}, states())
-	// A success frees its slot and widens the window to five: the next
-	// two are released, in order, once the rate allows two more (125
-	// first attempts a second over the statistics' span: 16ms).
-	f.clock.advance(20 * time.Millisecond)
-	f.step(input{ev: evSettle, out: SlotOK, seq: ws[0].seq})
-	assert.Equal(t, []WaitState{r, r, r, r, r, r, p, p}, states())
+	// One by one, in order: the credit is never saved up past maxCredit,
+	// whatever the time since the last look (125 first attempts a second
+	// over the statistics' span: 1.5 releases per 8ms).
+	f.step(input{ev: evPoke})
+	assert.Equal(t, []WaitState{r, p, p, p, p, p}, states())
+	for range 3 {
+		f.clock.advance(20 * time.Millisecond)
+		f.step(input{ev: evPoke})
+	}
+	assert.Equal(t, []WaitState{r, r, r, r, p, p}, states())
 }
 
 func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
@@ -142,8 +143,12 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 	f.step(input{ev: evPoke})
 	settle := func(out SlotOutcome) {
 		// The host's traffic goes on (~100 first attempts a second over
-		// the statistics' span): credit for three releases.
-		f.firsts(3, 0, 30*time.Millisecond, 10*time.Millisecond)
+		// the statistics' span), each first attempt looking at the queue:
+		// credit for three releases, one at a time.
+		for range 3 {
+			f.firsts(1, 0, 10*time.Millisecond, 10*time.Millisecond)
+			f.step(input{ev: evPoke})
+		}
 		for _, w := range ws {
 			if w.state == WaitReleased {
 				f.step(input{ev: evSettle, out: out, seq: w.seq})
@@ -223,9 +228,13 @@ func TestPacerProbesOneAtATimeWithoutTraffic(t *testing.T) {
 	f.clock.advance(probeQuiet)
 	f.step(input{ev: evPoke})
 	require.Equal(t, 2, f.h.released(ws))
-	// It succeeds: the latest news is good, the window releases the rest.
+	// It succeeds: the latest news is good, and the next goes at the
+	// probes' pace while the second is still in flight.
 	f.h.stats.record(f.b.clock(), true, false, time.Millisecond)
 	f.step(input{ev: evSettle, out: SlotOK, seq: ws[1].seq})
+	f.step(input{ev: evTake}) // a slot of the window, taken by a hedge
+	f.clock.advance(probeQuiet)
+	f.step(input{ev: evPoke})
 	assert.Equal(t, 3, f.h.released(ws))
 }
 
