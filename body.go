@@ -42,9 +42,7 @@ type replay struct {
 
 	numbered bool // attempts after the first carry AttemptHeader
 
-	// Whether req carries AttemptHeader, if its headers were scanned
-	// already (headerscan.go).
-	callerAttemptKnown, callerAttempt bool
+	callerAttempt bool // req carries AttemptHeader (headerscan.go)
 
 	// asIs says that the first attempt is req itself (request(1)): no
 	// body to replace, no AttemptHeader to number or drop. Set by init.
@@ -53,7 +51,7 @@ type replay struct {
 
 // newReplay decides how req's body is replayed, keeping a copy of it as it
 // is sent if it has no GetBody and might be retried. f holds the facts of
-// req's headers, if scanned. On error, req.Body has been closed.
+// req's headers. On error, req.Body has been closed.
 func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
 	var r replay
 	err := r.init(req, s, f)
@@ -62,9 +60,7 @@ func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
 
 // init is newReplay, made in place: r must be the zero replay.
 func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
-	r.req, r.numbered = req, s.attemptHeader
-	// No header at all: none is AttemptHeader.
-	r.callerAttemptKnown, r.callerAttempt = f.scanned || len(req.Header) == 0, f.attempt
+	r.req, r.numbered, r.callerAttempt = req, s.attemptHeader, f.attempt
 	if req.Body != nil && req.Body != http.NoBody {
 		if err := r.choose(s); err != nil {
 			return err
@@ -166,14 +162,7 @@ type attemptReq struct {
 // the first carries AttemptHeader, and a first attempt must not carry the
 // caller's.
 func (r *replay) number(n int) bool {
-	if n > 1 {
-		return true
-	}
-	if r.callerAttemptKnown {
-		return r.callerAttempt
-	}
-	_, ok := lookupHeader(r.req.Header, AttemptHeader)
-	return ok
+	return n > 1 || r.callerAttempt
 }
 
 // cloneHeaderPlus returns a copy of h without the header drop (canonical,

@@ -276,7 +276,7 @@ func TestKeyedGuessFollowsRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(tt.opt).base()
 			req := httptest.NewRequest(tt.method, "http://a.test/", nil)
-			var f headerFacts
+			f := scanHeader(req.Header)
 			sent, idem, err := s.keyed(req, &f)
 			require.NoError(t, err)
 			assert.Equal(t, tt.guessed, idem.guessed)

@@ -102,7 +102,7 @@ func TestFirstAttemptSentAsItIs(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
 			req.Header = tt.header
 			before := tt.header.Clone()
-			var f headerFacts
+			f := scanHeader(req.Header)
 			got, idem, err := s.keyed(req, &f)
 			require.NoError(t, err)
 			r, err := newReplay(got, &s, &f)

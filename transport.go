@@ -145,8 +145,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var own settings // if a policy or overrides apply: a patched copy
 		s = t.settings(req, &own)
 	}
-	s = s.layered(req.Header) // layers.go: an outer layer's retry is not retried here
-	res, e, err := t.roundTrip(req, s)
+	facts := scanHeader(req.Header) // the headers the transport reads, looked up once (headerscan.go)
+	s = s.layered(&facts)           // layers.go: an outer layer's retry is not retried here
+	res, e, err := t.roundTrip(req, s, &facts)
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
 	if e.why == StopSuccess && t.breakers == nil && t.obs == nil {
@@ -163,18 +164,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-// roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
+// roundTrip sends the attempts of one logical request, whose headers have
+// the facts f, and says how it ended.
+func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	var facts headerFacts                  // of req's headers, looked up once (headerscan.go)
-	req, idem, err := s.keyed(req, &facts) // idempotency.go: once per request
+	req, idem, err := s.keyed(req, f) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
 	var body replay // each attempt's request, with a body of its own (body.go)
-	if err := body.init(req, s, &facts); err != nil {
+	if err := body.init(req, s, f); err != nil {
 		return nil, ending{StopError, 0}, err
 	}
 	if body.mode == replayTee {
