@@ -290,7 +290,7 @@ func (h *hedge) replaceOrEnd(o *outcome) bool {
 	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
 	// request's body is replayable (hedges), and the limit counts every
 	// attempt sent, those still in flight included.
-	why := h.s.judge(a, true, len(h.cancels))
+	why := h.s.judge(&a, &h.body, len(h.cancels))
 	if why != 0 && why != StopRetriesExhausted {
 		h.why = why
 		return true

@@ -225,7 +225,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 		// last error marked as such. Otherwise it is worth another attempt.
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
-		if why := s.judge(a, body.replayable(), count); why != 0 {
+		if why := s.judge(&a, &body, count); why != 0 {
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
 
