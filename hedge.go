@@ -158,7 +158,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	} else {
 		h.timer.Reset(s.hedgeDelay)
 	}
-	req, timer := sent.WithContext(actx), t.startAttempt(s.budget) // clock.go
+	req := sent.WithContext(actx)
 	sending := true
 	defer func() {
 		// A base transport that panicked after the hedge delay passed:
@@ -168,11 +168,8 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 			<-h.done
 		}
 	}()
-	res, err := t.send(req, s.attemptTimeout)
+	res, err := t.sendSettled(req, &s, &attemptOutcome{First: true}, nil)
 	sending = false
-	ao := attemptOutcome{First: true, Timeout: s.attemptTimeout}
-	timer.end(t, s.budget, &ao)
-	s.budget.settle(req, success(res), res != nil, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {
 		o.took = t.clock().Now().Sub(h.began)
@@ -367,11 +364,8 @@ func (h *hedge) launch(l lease, refund bool) error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		req, timer := sent.WithContext(ctx), h.t.startAttempt(h.s.budget)
-		res, err := h.t.send(req, h.s.attemptTimeout)
-		o := attemptOutcome{Timeout: h.s.attemptTimeout, Refund: refund}
-		timer.end(h.t, h.s.budget, &o)
-		h.s.budget.settle(req, success(res), res != nil, &o, &l)
+		req := sent.WithContext(ctx)
+		res, err := h.t.sendSettled(req, &h.s, &attemptOutcome{Refund: refund}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil

@@ -207,17 +207,13 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
-		timer := t.startAttempt(s.budget)
 		var began time.Time // adaptive hedging times first attempts (hedgedelay.go)
 		if s.hedgeQuantile != 0 {
 			began = t.firstStart(s, count)
 		}
-		res, err := t.send(sent, s.attemptTimeout)
+		res, err := t.sendSettled(sent, s, &attemptOutcome{First: count == 1, Refund: refundable}, &l)
 		t.firstEnd(sent, began, res, err)
 		err = w.mark(err)
-		o := attemptOutcome{First: count == 1, Timeout: s.attemptTimeout, Refund: refundable}
-		timer.end(t, s.budget, &o)
-		s.budget.settle(sent, success(res), res != nil, &o, &l)
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
@@ -252,6 +248,41 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 			return res, ending{why, count}, err
 		}
 	}
+}
+
+// sendSettled sends req, one attempt of a request that runs with s, and
+// settles its outcome with the budget, if any (budget.go settle): o says
+// what the attempt is, and gets its timeout, latency and, when known, its
+// end; l is the retry's claim on the destination's budget, if any.
+//
+// When both the transport and the budget run on the real clock, the
+// attempt is timed on the budget's (budget.Budget.Now, monotonic only),
+// and its end is also the time settle records; otherwise on the
+// transport's clock, and settle reads the budget's own for the end, so
+// that neither is handed a reading of the other.
+func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcome, l *lease) (*http.Response, error) {
+	b := s.budget
+	if b == nil {
+		return t.send(req, s.attemptTimeout) // nothing to time or settle
+	}
+	mono := t.clk == nil && b.core.Real()
+	var start time.Time // the transport's clock, unless mono
+	var at int64        // the budget's, if mono
+	if mono {
+		at = b.core.Now()
+	} else {
+		start = t.clock().Now()
+	}
+	res, err := t.send(req, s.attemptTimeout)
+	if mono {
+		o.At, o.AtKnown = b.core.Now(), true
+		o.Latency = time.Duration(o.At - at)
+	} else {
+		o.Latency = t.clock().Now().Sub(start)
+	}
+	o.Timeout = s.attemptTimeout
+	b.settle(req, success(res), res != nil, o, l)
+	return res, err
 }
 
 // send runs one attempt on the base transport, enforcing its contract: an
