@@ -207,13 +207,20 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
-		var began time.Time // adaptive hedging times first attempts (hedgedelay.go)
-		if s.hedgeQuantile != 0 {
-			began = t.firstStart(s, count)
+		// Adaptive hedging learns from the latency of first attempts
+		// (hedgedelay.go).
+		learn := count == 1 && s.hedgeQuantile != 0
+		var began time.Time
+		if learn {
+			began = t.clock().Now()
 		}
 		res, err := t.sendSettled(sent, s, &attemptOutcome{First: count == 1, Refund: refundable}, &l)
-		t.firstEnd(sent, began, res, err)
-		err = w.mark(err)
+		if learn {
+			t.firstEnd(sent, began, res, err)
+		}
+		if err != nil {
+			err = w.mark(err) // writewatch.go: written before a dial error?
+		}
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
