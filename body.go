@@ -49,29 +49,19 @@ type replay struct {
 	asIs bool
 }
 
-// newReplay decides how req's body is replayed, keeping a copy of it as it
-// is sent if it has no GetBody and might be retried. f holds the facts of
-// req's headers. On error, req.Body has been closed.
-func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
-	var r replay
-	err := r.init(req, s, f)
-	return r, err
-}
-
-// init is newReplay, made in place: r must be the zero replay.
-func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
+// init decides how req's body is replayed, keeping a copy of it as it is
+// sent if it has no GetBody and might be retried. f holds the facts of
+// req's headers. r must be the zero replay: it is made in place.
+func (r *replay) init(req *http.Request, s *settings, f *headerFacts) {
 	r.req, r.numbered, r.callerAttempt = req, s.attemptHeader, f.attempt
 	if req.Body != nil && req.Body != http.NoBody {
-		if err := r.choose(s); err != nil {
-			return err
-		}
+		r.choose(s)
 	} // else replayNoBody
 	r.asIs = r.mode != replayTee && !(r.numbered && r.number(1))
-	return nil
 }
 
 // choose sets the mode of a replay of a request with a body.
-func (r *replay) choose(s *settings) error {
+func (r *replay) choose(s *settings) {
 	switch req := r.req; {
 	case s.maxRetries == 0 || s.preventRetryWithBody:
 		r.mode = replayOnce
@@ -82,7 +72,6 @@ func (r *replay) choose(s *settings) error {
 	default:
 		r.mode, r.tee = replayTee, teebody.New(req.Body, s.bodyBufferLimit, teeErrors)
 	}
-	return nil
 }
 
 // replayable reports whether the request may be sent again now: its body,

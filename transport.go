@@ -175,9 +175,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 		return nil, ending{StopError, 0}, err
 	}
 	var body replay // each attempt's request, with a body of its own (body.go)
-	if err := body.init(req, s, f); err != nil {
-		return nil, ending{StopError, 0}, err
-	}
+	body.init(req, s, f)
 	if body.mode == replayTee {
 		defer body.finish() // a streamed body is closed once no attempt reads it
 	}
