@@ -25,8 +25,7 @@ type headerFacts struct {
 // would be walked anyway, for the names under other spellings. A name
 // under its canonical spelling wins over the same name otherwise spelled,
 // as with lookupHeader.
-func scanHeader(h http.Header) headerFacts {
-	var f headerFacts
+func scanHeader(h http.Header) (f headerFacts) {
 	if len(h) == 0 {
 		return f // not even the start of a walk
 	}
