@@ -54,24 +54,23 @@ func (s *settings) judge(a *Attempt, body *replay, sent int) StopReason {
 
 // markGiveUp returns err, the error of the last attempt of a request given
 // up on for why after attempts attempts, joined with the sentinel of why:
-// ErrRetriesExhausted or ErrBodyNotReplayable (a nil err stays nil: the
-// last response is returned as it is), ErrRetryBudgetExhausted or
-// ErrCircuitOpen. For any other
-// reason it returns err as it is.
+// ErrRetriesExhausted, ErrRetryBudgetExhausted, ErrCircuitOpen or
+// ErrBodyNotReplayable. For any other reason it returns err as it is; a nil
+// err stays nil whatever the reason: the last response is returned as it
+// is.
 func markGiveUp(why StopReason, attempts int, err error) error {
+	if err == nil {
+		return nil
+	}
 	switch why {
 	case StopRetriesExhausted:
-		if err != nil {
-			return errExhausted(attempts, err)
-		}
+		return errExhausted(attempts, err)
 	case StopBudgetRefused:
 		return errBudgetRefused(err)
 	case StopCircuitOpen:
 		return errCircuitRefused(err)
 	case StopBodyNotReplayable:
-		if err != nil {
-			return joinErr(ErrBodyNotReplayable, err)
-		}
+		return joinErr(ErrBodyNotReplayable, err)
 	}
 	return err
 }
