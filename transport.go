@@ -147,7 +147,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	facts := scanHeader(req.Header) // the headers the transport reads, looked up once (headerscan.go)
 	s = s.layered(&facts)           // layers.go: an outer layer's retry is not retried here
-	res, e, err := t.roundTrip(req, s, &facts)
+	var body replay                 // each attempt's request (body.go), made by roundTrip
+	res, e, err := t.roundTrip(req, s, &facts, &body)
+	body.finish() // no attempt follows: a streamed body is closed once none reads it
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
 	if e.why == StopSuccess && t.breakers == nil && t.obs == nil {
@@ -165,8 +167,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTrip sends the attempts of one logical request, whose headers have
-// the facts f, and says how it ended.
-func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*http.Response, ending, error) {
+// the facts f, and says how it ended. It makes body, each attempt's
+// request with a body of its own; the caller finishes it (replay.finish)
+// once roundTrip has returned.
+func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, body *replay) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
 	req, idem, err := s.keyed(req, f) // idempotency.go: once per request
@@ -174,14 +178,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	var body replay // each attempt's request, with a body of its own (body.go)
 	body.init(req, s, f)
-	if body.mode == replayTee {
-		defer body.finish() // a streamed body is closed once no attempt reads it
-	}
 	if s.hedgingOn() {
-		if d, ok := t.hedging(ctx, req, s, idem, &body); ok {
-			return t.roundTripHedged(ctx, caller, *s, d, body, idem)
+		if d, ok := t.hedging(ctx, req, s, idem, body); ok {
+			return t.roundTripHedged(ctx, caller, *s, d, *body, idem)
 		}
 	}
 	// Watch the writes of requests that only a proof of never having left
@@ -199,7 +199,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 		// PrepareRetry hook rewrote it: prepare.go). A success refills
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
-		sent, err := t.attemptRequest(&body, count)
+		sent, err := t.attemptRequest(body, count)
 		if err != nil {
 			l.End(outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
@@ -226,7 +226,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts) (*
 		// last error marked as such. Otherwise it is worth another attempt.
 		a := t.newAttempt(s, idem, count, sent, res, err)
 		t.obs.reportAttempt(a, s.maxRetries, false)
-		if why := s.judge(&a, &body, count); why != 0 {
+		if why := s.judge(&a, body, count); why != 0 {
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
 
