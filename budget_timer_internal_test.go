@@ -14,19 +14,21 @@ import (
 // attempt's end is read once, on the budget's clock, and shared with
 // settle; that a budget or a transport on a test's clock is never handed a
 // reading of the other clock: settle then reads the budget's own clock;
-// and that without a budget nothing is timed.
+// and that without a budget nothing is timed, unless adaptive hedging
+// wants the latency.
 func TestSendSettledTimesOnSharedClocks(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(srv.Close)
 	onTestClock := NewRetryBudget(RetryBudgetOptions{Clock: newStepClock(time.Unix(1000, 0))})
 	real := NewRetryBudget(RetryBudgetOptions{})
 	tr := New(WithTransport(srv.Client().Transport))
+	var quantile float64 // adaptive hedging's, if on
 	send := func(b *RetryBudget) attemptOutcome {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 		require.NoError(t, err)
 		s := *tr.base()
-		s.budget, s.attemptTimeout = b, time.Minute
+		s.budget, s.attemptTimeout, s.hedgeQuantile = b, time.Minute, quantile
 		o := attemptOutcome{First: true}
 		res, err := tr.sendSettled(req, &s, &o, nil)
 		require.NoError(t, err)
@@ -56,4 +58,9 @@ func TestSendSettledTimesOnSharedClocks(t *testing.T) {
 	assert.False(t, o.AtKnown)
 	assert.Zero(t, o.Latency, "no budget: nothing timed")
 	assert.Zero(t, o.Timeout)
+
+	quantile = 0.9
+	o = send(nil)
+	assert.False(t, o.AtKnown)
+	assert.Positive(t, o.Latency, "no budget, but adaptive hedging learns from the latency")
 }

@@ -67,7 +67,7 @@ func (s *settings) hedges(idem idempotency, body *replay) bool {
 // hedgingOn reports whether s hedges at all: with a fixed delay or an
 // adaptive one, and at least one hedge.
 func (s *settings) hedgingOn() bool {
-	return (s.hedgeDelay > 0 || s.hedgeQuantile != 0) && s.maxHedges > 0
+	return s.maxHedges > 0 && (s.hedgeDelay > 0 || s.hedgeQuantile != 0)
 }
 
 // allow reports whether one more attempt of the hedged request may be sent,
@@ -279,7 +279,7 @@ func (h *hedge) recycle() {
 // allowed it, and let go of.
 func (h *hedge) replaceOrEnd(o *outcome) bool {
 	a := h.attempt(o)
-	h.t.obs.reportAttempt(a, h.s.maxRetries, true)
+	h.t.obs.reportAttempt(&a, h.s.maxRetries, true)
 	if o.n == 1 {
 		h.seen1 = true
 		h.firstLatency(o)
@@ -423,7 +423,8 @@ func (h *hedge) abort(err error) error {
 func (h *hedge) collect() {
 	for ; h.inFlight > 0; h.inFlight-- {
 		o := <-h.results
-		h.t.obs.reportAttempt(h.attempt(&o), h.s.maxRetries, true)
+		a := h.attempt(&o)
+		h.t.obs.reportAttempt(&a, h.s.maxRetries, true)
 		if o.res != nil && o.res.Body != nil {
 			o.res.Body.Close()
 		}

@@ -205,16 +205,12 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
-		// Adaptive hedging learns from the latency of first attempts
-		// (hedgedelay.go).
-		learn := count == 1 && s.hedgeQuantile != 0
-		var began time.Time
-		if learn {
-			began = t.clock().Now()
-		}
-		res, err := t.sendSettled(sent, s, &attemptOutcome{First: count == 1, Refund: refundable}, &l)
-		if learn {
-			t.firstEnd(sent, began, res, err)
+		o := attemptOutcome{First: count == 1, Refund: refundable}
+		res, err := t.sendSettled(sent, s, &o, &l)
+		if o.First && s.hedgeQuantile != 0 {
+			// Adaptive hedging learns from the latency of first
+			// attempts (hedgedelay.go).
+			t.firstEnd(sent, o.Latency, res, err)
 		}
 		if err != nil {
 			err = w.mark(err) // writewatch.go: written before a dial error?
@@ -225,7 +221,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// retry), or out of retries: the last response as it is, or the
 		// last error marked as such. Otherwise it is worth another attempt.
 		a := t.newAttempt(s, idem, count, sent, res, err)
-		t.obs.reportAttempt(a, s.maxRetries, false)
+		t.obs.reportAttempt(&a, s.maxRetries, false)
 		if why := s.judge(&a, body, count); why != 0 {
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
@@ -258,19 +254,22 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 // sendSettled sends req, one attempt of a request that runs with s, and
 // settles its outcome with the budget, if any (budget.go settle): o says
 // what the attempt is, and gets its timeout, latency and, when known, its
-// end; l is the retry's claim on the destination's budget, if any.
+// end; l is the retry's claim on the destination's budget, if any. The
+// attempt is timed when its latency is wanted: by the budget, or by
+// adaptive hedging (firstEnd).
 //
 // When both the transport and the budget run on the real clock, the
-// attempt is timed on the budget's (budget.Budget.Now, monotonic only),
-// and its end is also the time settle records; otherwise on the
-// transport's clock, and settle reads the budget's own for the end, so
-// that neither is handed a reading of the other.
+// attempt is timed on the budget's (budget.Budget.Now, monotonic only, as
+// the real clock's latencies are), and its end is also the time settle
+// records; otherwise on the transport's clock, and settle reads the
+// budget's own for the end, so that neither is handed a reading of the
+// other.
 func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcome, l *lease) (*http.Response, error) {
 	b := s.budget
-	if b == nil {
-		return t.send(req, s.attemptTimeout) // nothing to time or settle
+	if b == nil && s.hedgeQuantile == 0 {
+		return t.send(req, s.attemptTimeout) // no latency wanted, nothing to settle
 	}
-	mono := t.clk == nil && b.core.Real()
+	mono := t.clk == nil && b != nil && b.core.Real()
 	var start time.Time // the transport's clock, unless mono
 	var at int64        // the budget's, if mono
 	if mono {
@@ -286,7 +285,9 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 		o.Latency = t.clock().Now().Sub(start)
 	}
 	o.Timeout = s.attemptTimeout
-	b.settle(req, success(res), res != nil, o, l)
+	if b != nil {
+		b.settle(req, success(res), res != nil, o, l)
+	}
 	return res, err
 }
 
