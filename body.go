@@ -42,40 +42,26 @@ type replay struct {
 
 	numbered bool // attempts after the first carry AttemptHeader
 
-	// Whether req carries AttemptHeader, if its headers were scanned
-	// already (headerscan.go).
-	callerAttemptKnown, callerAttempt bool
+	callerAttempt bool // req carries AttemptHeader (headerscan.go)
 
 	// asIs says that the first attempt is req itself (request(1)): no
 	// body to replace, no AttemptHeader to number or drop. Set by init.
 	asIs bool
 }
 
-// newReplay decides how req's body is replayed, keeping a copy of it as it
-// is sent if it has no GetBody and might be retried. f holds the facts of
-// req's headers, if scanned. On error, req.Body has been closed.
-func newReplay(req *http.Request, s *settings, f *headerFacts) (replay, error) {
-	var r replay
-	err := r.init(req, s, f)
-	return r, err
-}
-
-// init is newReplay, made in place: r must be the zero replay.
-func (r *replay) init(req *http.Request, s *settings, f *headerFacts) error {
-	r.req, r.numbered = req, s.attemptHeader
-	// No header at all: none is AttemptHeader.
-	r.callerAttemptKnown, r.callerAttempt = f.scanned || len(req.Header) == 0, f.attempt
+// init decides how req's body is replayed, keeping a copy of it as it is
+// sent if it has no GetBody and might be retried. f holds the facts of
+// req's headers. r must be the zero replay: it is made in place.
+func (r *replay) init(req *http.Request, s *settings, f *headerFacts) {
+	r.req, r.numbered, r.callerAttempt = req, s.attemptHeader, f.attempt
 	if req.Body != nil && req.Body != http.NoBody {
-		if err := r.choose(s); err != nil {
-			return err
-		}
+		r.choose(s)
 	} // else replayNoBody
 	r.asIs = r.mode != replayTee && !(r.numbered && r.number(1))
-	return nil
 }
 
 // choose sets the mode of a replay of a request with a body.
-func (r *replay) choose(s *settings) error {
+func (r *replay) choose(s *settings) {
 	switch req := r.req; {
 	case s.maxRetries == 0 || s.preventRetryWithBody:
 		r.mode = replayOnce
@@ -86,7 +72,6 @@ func (r *replay) choose(s *settings) error {
 	default:
 		r.mode, r.tee = replayTee, teebody.New(req.Body, s.bodyBufferLimit, teeErrors)
 	}
-	return nil
 }
 
 // replayable reports whether the request may be sent again now: its body,
@@ -166,14 +151,7 @@ type attemptReq struct {
 // the first carries AttemptHeader, and a first attempt must not carry the
 // caller's.
 func (r *replay) number(n int) bool {
-	if n > 1 {
-		return true
-	}
-	if r.callerAttemptKnown {
-		return r.callerAttempt
-	}
-	_, ok := lookupHeader(r.req.Header, AttemptHeader)
-	return ok
+	return n > 1 || r.callerAttempt
 }
 
 // cloneHeaderPlus returns a copy of h without the header drop (canonical,

@@ -1,46 +1,66 @@
 package retryhttp
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestAttemptTimerFallsBack checks that with both clocks real an attempt's
-// end is read once, on the budget's clock, and shared with settle; that a
-// budget or a transport on a test's clock is never handed a reading of the
-// other clock: settle then reads the budget's own clock; and that without
-// a budget nothing is timed.
-func TestAttemptTimerFallsBack(t *testing.T) {
+// TestSendSettledTimesOnSharedClocks checks that with both clocks real an
+// attempt's end is read once, on the budget's clock, and shared with
+// settle; that a budget or a transport on a test's clock is never handed a
+// reading of the other clock: settle then reads the budget's own clock;
+// and that without a budget nothing is timed, unless adaptive hedging
+// wants the latency.
+func TestSendSettledTimesOnSharedClocks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
 	onTestClock := NewRetryBudget(RetryBudgetOptions{Clock: newStepClock(time.Unix(1000, 0))})
 	real := NewRetryBudget(RetryBudgetOptions{})
-	tr := New()
+	tr := New(WithTransport(srv.Client().Transport))
+	var quantile float64 // adaptive hedging's, if on
+	send := func(b *RetryBudget) attemptOutcome {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		s := *tr.base()
+		s.budget, s.attemptTimeout, s.hedgeQuantile = b, time.Minute, quantile
+		o := attemptOutcome{First: true}
+		res, err := tr.sendSettled(req, &s, &o, nil)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		assert.Equal(t, http.StatusOK, res.StatusCode)
+		return o
+	}
 
-	w := tr.startAttempt(onTestClock)
-	o := attemptOutcome{First: true}
-	w.end(tr, onTestClock, &o)
+	o := send(onTestClock)
 	assert.False(t, o.AtKnown, "a budget on a test clock reads it itself")
-	assert.GreaterOrEqual(t, o.Latency, time.Duration(0))
+	assert.Positive(t, o.Latency)
+	assert.Equal(t, time.Minute, o.Timeout)
 
 	before := real.core.Now()
-	w = tr.startAttempt(real)
-	o = attemptOutcome{First: true}
-	w.end(tr, real, &o)
+	o = send(real)
 	assert.True(t, o.AtKnown, "both real: the end is shared")
-	assert.GreaterOrEqual(t, o.Latency, time.Duration(0))
-	assert.GreaterOrEqual(t, o.At, before)
+	assert.Positive(t, o.Latency)
+	assert.GreaterOrEqual(t, o.At, before+int64(o.Latency))
 	assert.LessOrEqual(t, o.At, real.core.Now())
 
 	WithClock(realClock{})(tr) // a clock set with WithClock, even the real one, is not shared
-	w = tr.startAttempt(real)
-	o = attemptOutcome{}
-	w.end(tr, real, &o)
+	o = send(real)
 	assert.False(t, o.AtKnown)
+	assert.Positive(t, o.Latency)
 
-	w = tr.startAttempt(nil)
-	o = attemptOutcome{}
-	w.end(tr, nil, &o)
+	o = send(nil)
 	assert.False(t, o.AtKnown)
 	assert.Zero(t, o.Latency, "no budget: nothing timed")
+	assert.Zero(t, o.Timeout)
+
+	quantile = 0.9
+	o = send(nil)
+	assert.False(t, o.AtKnown)
+	assert.Positive(t, o.Latency, "no budget, but adaptive hedging learns from the latency")
 }

@@ -72,42 +72,6 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// attemptTimer times one attempt for the budget (settle). When both the
-// transport and the budget run on the real clock, it reads the budget's
-// clock (budget.Budget.Now, monotonic only) at the start and at the end,
-// and the end is also the time settle records; otherwise it reads the
-// transport's clock, and settle reads the budget's. Without a budget there
-// is nothing to time.
-type attemptTimer struct {
-	start time.Time // the transport's clock, unless mono
-	at    int64     // the budget's clock, if mono
-	mono  bool
-}
-
-// startAttempt starts timing an attempt that settles with b.
-func (t *Transport) startAttempt(b *RetryBudget) attemptTimer {
-	switch {
-	case b == nil:
-		return attemptTimer{}
-	case t.clk == nil && b.core.Real():
-		return attemptTimer{at: b.core.Now(), mono: true}
-	}
-	return attemptTimer{start: t.clock().Now()}
-}
-
-// end completes o, the outcome of the attempt timed by w, which settles
-// with b, with its latency and, when known, its end.
-func (w *attemptTimer) end(t *Transport, b *RetryBudget, o *attemptOutcome) {
-	switch {
-	case b == nil:
-	case w.mono:
-		o.At, o.AtKnown = b.core.Now(), true
-		o.Latency = time.Duration(o.At - w.at)
-	default:
-		o.Latency = t.clock().Now().Sub(w.start)
-	}
-}
-
 // clock returns t's clock: the real one unless WithClock set another.
 func (t *Transport) clock() Clock {
 	if t.clk != nil {

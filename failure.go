@@ -62,10 +62,12 @@ func failedStatus(code int) bool {
 // response that is not failedStatus, and for 4xx without Retry-After.
 func success(res *http.Response) bool {
 	switch {
-	case res == nil, failedStatus(res.StatusCode):
+	case res == nil:
 		return false
-	case !answered(res.StatusCode):
-		return res.Header.Get("Retry-After") == ""
+	case answered(res.StatusCode):
+		return true // never failedStatus
+	case failedStatus(res.StatusCode):
+		return false
 	}
-	return true
+	return res.Header.Get("Retry-After") == ""
 }

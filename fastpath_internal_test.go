@@ -123,7 +123,7 @@ func TestJudgeSkipsOwnPolicyOnAnswers(t *testing.T) {
 				s.rules = nil
 			}
 			res := &http.Response{StatusCode: tt.give, Header: http.Header{}}
-			s.judge(Attempt{Count: 1, Req: req, Res: res}, true, 1)
+			s.judge(&Attempt{Count: 1, Req: req, Res: res}, replayBody(true), 1)
 			assert.Equal(t, tt.wantCalls, calls)
 		})
 	}
@@ -147,7 +147,7 @@ func TestJudgeFastPathSameOutcome(t *testing.T) {
 				fast, slow := defaultSettings(), defaultSettings()
 				slow.rules = nil
 				for _, sent := range []int{1, 4} {
-					require.Equal(t, slow.judge(a, true, sent), fast.judge(a, true, sent), "status %d", code)
+					require.Equal(t, slow.judge(&a, replayBody(true), sent), fast.judge(&a, replayBody(true), sent), "status %d", code)
 				}
 			}
 		}
@@ -276,7 +276,7 @@ func TestKeyedGuessFollowsRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(tt.opt).base()
 			req := httptest.NewRequest(tt.method, "http://a.test/", nil)
-			var f headerFacts
+			f := scanHeader(req.Header)
 			sent, idem, err := s.keyed(req, &f)
 			require.NoError(t, err)
 			assert.Equal(t, tt.guessed, idem.guessed)

@@ -104,11 +104,11 @@ func TestFirstAttemptSentAsItIs(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "http://a.test/", nil)
 			req.Header = tt.header
 			before := tt.header.Clone()
-			var f headerFacts
+			f := scanHeader(req.Header)
 			got, idem, err := s.keyed(req, &f)
 			require.NoError(t, err)
-			r, err := newReplay(got, &s, &f)
-			require.NoError(t, err)
+			var r replay
+			r.init(got, &s, &f)
 			sent, err := r.request(1)
 			require.NoError(t, err)
 			if tt.asIs {

@@ -8,13 +8,15 @@ import (
 // headerFacts are what the transport looks up in a request's headers:
 // AttemptHeader (crosshop.go) and the two usual names of an idempotency key
 // (idempotency.go), each under any case of its name, as lookupHeader finds
-// them (the canonical spelling first), found in one pass over the map
-// rather than one per name: a lookup that misses walks the whole map.
+// them (the canonical spelling first), and an outer layer's attempt
+// (layers.go), under its canonical name only, as the layer sets it. They
+// are found in one pass over the map, once per request (RoundTrip), rather
+// than one lookup per name: a lookup that misses walks the whole map.
 type headerFacts struct {
-	scanned         bool // the header was scanned; else nothing below is known
 	attempt         bool // AttemptHeader is present
 	hasKey, hasXKey bool // Idempotency-Key, X-Idempotency-Key are present
 	key, xKey       bool // and their first values are not empty
+	outerRetry      bool // an outer layer says the request is its retry (layers.go)
 }
 
 // scanHeader returns the facts of h, in one walk of the map, whose entries
@@ -23,8 +25,7 @@ type headerFacts struct {
 // would be walked anyway, for the names under other spellings. A name
 // under its canonical spelling wins over the same name otherwise spelled,
 // as with lookupHeader.
-func scanHeader(h http.Header) headerFacts {
-	f := headerFacts{scanned: true}
+func scanHeader(h http.Header) (f headerFacts) {
 	if len(h) == 0 {
 		return f // not even the start of a walk
 	}
@@ -32,8 +33,10 @@ func scanHeader(h http.Header) headerFacts {
 		switch len(k) {
 		case len(AttemptHeader):
 			f.attempt = f.attempt || k == AttemptHeader || strings.EqualFold(k, AttemptHeader)
-		case len(DefaultIdempotencyKeyHeader):
-			if k == DefaultIdempotencyKeyHeader || !f.hasKey && strings.EqualFold(k, DefaultIdempotencyKeyHeader) {
+		case len(DefaultIdempotencyKeyHeader): // and len(outerRequestHeader)
+			if k == outerRequestHeader {
+				f.outerRetry = outerRetry(v)
+			} else if k == DefaultIdempotencyKeyHeader || !f.hasKey && strings.EqualFold(k, DefaultIdempotencyKeyHeader) {
 				f.key, f.hasKey = len(v) > 0 && v[0] != "", true
 			}
 		case len("X-Idempotency-Key"):

@@ -60,7 +60,7 @@ func (s *settings) hedges(idem idempotency, body *replay) bool {
 // hedgingOn reports whether s hedges at all: with a fixed delay or an
 // adaptive one, and at least one hedge.
 func (s *settings) hedgingOn() bool {
-	return (s.hedgeDelay > 0 || s.hedgeQuantile != 0) && s.maxHedges > 0
+	return s.maxHedges > 0 && (s.hedgeDelay > 0 || s.hedgeQuantile != 0)
 }
 
 // allow reports whether one more attempt of the hedged request may be sent,
@@ -151,7 +151,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	} else {
 		h.timer.Reset(s.hedgeDelay)
 	}
-	req, timer := sent.WithContext(actx), t.startAttempt(s.budget) // clock.go
+	req := sent.WithContext(actx)
 	sending := true
 	defer func() {
 		// A base transport that panicked after the hedge delay passed:
@@ -161,11 +161,8 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 			<-h.done
 		}
 	}()
-	res, err := t.send(req, s.attemptTimeout)
+	res, err := t.sendSettled(req, &s, &attemptOutcome{First: true}, nil)
 	sending = false
-	ao := attemptOutcome{First: true, Timeout: s.attemptTimeout}
-	timer.end(t, s.budget, &ao)
-	s.budget.settle(req, success(res), res != nil, &ao, nil)
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {
 		o.took = t.clock().Now().Sub(h.began)
@@ -275,7 +272,7 @@ func (h *hedge) recycle() {
 // allowed it, and let go of.
 func (h *hedge) replaceOrEnd(o *outcome) bool {
 	a := h.attempt(o)
-	h.t.obs.reportAttempt(a, h.s.maxRetries, true)
+	h.t.obs.reportAttempt(&a, h.s.maxRetries, true)
 	if o.n == 1 {
 		h.seen1 = true
 		h.firstLatency(o)
@@ -283,7 +280,7 @@ func (h *hedge) replaceOrEnd(o *outcome) bool {
 	// 1. Judge the outcome (judge.go), as the retry loop does; a hedged
 	// request's body is replayable (hedges), and the limit counts every
 	// attempt sent, those still in flight included.
-	why := h.s.judge(a, true, len(h.cancels))
+	why := h.s.judge(&a, &h.body, len(h.cancels))
 	if why != 0 && why != StopRetriesExhausted {
 		h.why = why
 		return true
@@ -360,11 +357,8 @@ func (h *hedge) launch(l lease, refund bool) error {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		req, timer := sent.WithContext(ctx), h.t.startAttempt(h.s.budget)
-		res, err := h.t.send(req, h.s.attemptTimeout)
-		o := attemptOutcome{Timeout: h.s.attemptTimeout, Refund: refund}
-		timer.end(h.t, h.s.budget, &o)
-		h.s.budget.settle(req, success(res), res != nil, &o, &l)
+		req := sent.WithContext(ctx)
+		res, err := h.t.sendSettled(req, &h.s, &attemptOutcome{Refund: refund}, &l)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
 	return nil
@@ -422,7 +416,8 @@ func (h *hedge) abort(err error) error {
 func (h *hedge) collect() {
 	for ; h.inFlight > 0; h.inFlight-- {
 		o := <-h.results
-		h.t.obs.reportAttempt(h.attempt(&o), h.s.maxRetries, true)
+		a := h.attempt(&o)
+		h.t.obs.reportAttempt(&a, h.s.maxRetries, true)
 		if o.res != nil && o.res.Body != nil {
 			o.res.Body.Close()
 		}

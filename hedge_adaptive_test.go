@@ -99,8 +99,21 @@ func drainClose(t *testing.T, res *http.Response) {
 
 // On a host with a 5% slow tail, adaptive hedging sends no hedge until the
 // host's window holds enough first attempts, then hedges the slow ones:
-// they end long before the tail's latency, for few extra requests.
+// they end long before the tail's latency, for few extra requests. The
+// first attempts are timed with a retry budget or without one.
 func TestAdaptiveHedgingFollowsTheTail(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		budget *retryhttp.RetryBudget
+	}{
+		{"own budget", retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})},
+		{"no budget", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) { followsTheTail(t, tt.budget) })
+	}
+}
+
+func followsTheTail(t *testing.T, b *retryhttp.RetryBudget) {
 	const (
 		q        = 0.9
 		cold     = 40 // tailMinSamples(0.9)
@@ -108,8 +121,7 @@ func TestAdaptiveHedgingFollowsTheTail(t *testing.T) {
 	)
 	srv := tailServer(t)
 	var hc hedgeCounter
-	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(q, 1), hc.option(),
-		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})))
+	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(q, 1), hc.option(), retryhttp.WithRetryBudget(b))
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A hedged request times its attempts as the retry loop does (clock.go,
-// attemptTimer): on real clocks from the budget's monotonic reading, whose
+// A hedged request times its attempts as the retry loop does (transport.go,
+// sendSettled): on real clocks from the budget's monotonic reading, whose
 // end settle records; on a test's clock from the Transport's. These tests
 // check what the budget then records of a hedged first attempt.
 

@@ -85,8 +85,8 @@ func (t *Transport) hedging(ctx context.Context, req *http.Request, s *settings,
 	return d, true
 }
 
-// firstStart returns when the first attempt (count 1) of a request with
-// adaptive hedging starts, for firstEnd; the zero time otherwise.
+// firstStart returns when the first attempt (count 1) of a hedged request
+// with adaptive hedging starts; the zero time otherwise.
 func (t *Transport) firstStart(s *settings, count int) time.Time {
 	if count != 1 || s.hedgeQuantile == 0 {
 		return time.Time{}
@@ -94,12 +94,13 @@ func (t *Transport) firstStart(s *settings, count int) time.Time {
 	return t.clock().Now()
 }
 
-// firstEnd records the latency of a first attempt that started at start
-// (firstStart) and ended with res and err, if it was successful: a
+// firstEnd records the latency of the first attempt of a request that the
+// retry loop sends, which took latency (on the transport's clock:
+// sendSettled) and ended with res and err, if it was successful: a
 // response with an answer (below 400).
-func (t *Transport) firstEnd(req *http.Request, start time.Time, res *http.Response, err error) {
-	if !start.IsZero() && succeeded(res, err) {
-		t.tailSince(req, start)
+func (t *Transport) firstEnd(req *http.Request, latency time.Duration, res *http.Response, err error) {
+	if succeeded(res, err) {
+		t.tails.of(req).Record(t.clock().Now().UnixNano(), latency)
 	}
 }
 

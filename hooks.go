@@ -177,12 +177,12 @@ func (t *Transport) observer() *observer {
 // does nothing and allocates nothing.
 
 // reportAttempt reports an attempt to the hooks.
-func (o *observer) reportAttempt(a Attempt, maxRetries int, hedged bool) {
+func (o *observer) reportAttempt(a *Attempt, maxRetries int, hedged bool) {
 	if o == nil {
 		return
 	}
 	for _, fn := range o.onAttempt {
-		fn(AttemptInfo{Attempt: a, MaxRetries: maxRetries, Hedged: hedged})
+		fn(AttemptInfo{Attempt: *a, MaxRetries: maxRetries, Hedged: hedged})
 	}
 }
 

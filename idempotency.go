@@ -83,9 +83,8 @@ type idempotency struct {
 
 // keyed returns the request to send for req, with a key if it needs one
 // (withIdempotencyKey), and that request's idempotency, as the rules of
-// the request's policy guess it (settings.guessRules). It leaves in f what
-// it found in req's headers, if it looked (headerscan.go), so that each
-// header is looked up once per request.
+// the request's policy guess it (settings.guessRules). f holds the facts of
+// req's headers (headerscan.go).
 func (s *settings) keyed(req *http.Request, f *headerFacts) (*http.Request, idempotency, error) {
 	rules := s.guessRules()
 	byMethod := rules.idempotentMethod(req.Method)
@@ -99,7 +98,6 @@ func (s *settings) keyed(req *http.Request, f *headerFacts) (*http.Request, idem
 	if byMethod && !needsKey {
 		return req, idempotency{guessed: true}, nil // a GET, say: no header to look at
 	}
-	*f = scanHeader(req.Header)
 	injected := false
 	if needsKey && !f.carriesKey(req.Header, s.idempotencyKeyHeader) {
 		var err error

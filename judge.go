@@ -21,16 +21,16 @@ func (t *Transport) newAttempt(s *settings, idem idempotency, n int, req *http.R
 }
 
 // judge says what the outcome of attempt a means for its request, of which
-// sent attempts have been sent (a's included), and whose body is replayable
-// or not. It returns 0 when another attempt is worth sending: the policy
-// wants a retried and the retry limit allows one more. Otherwise the
-// outcome is final, and it returns why: StopRetriesExhausted when the policy
-// wanted a retry but the limit is reached, or the reason an outcome that is
-// not retried settled the request (settled).
+// sent attempts have been sent (a's included), and whose body is body. It
+// returns 0 when another attempt is worth sending: the policy wants a
+// retried, the body can be sent again and the retry limit allows one more.
+// Otherwise the outcome is final, and it returns why: StopRetriesExhausted
+// when the policy wanted a retry but the limit is reached, or the reason an
+// outcome that is not retried settled the request (settled).
 //
 // It decides neither the wait nor the budget: those belong to the path that
 // sends the next attempt.
-func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
+func (s *settings) judge(a *Attempt, body *replay, sent int) StopReason {
 	// 1. An upgraded connection: nothing to retry. Nor is any other
 	// answer (failure.go) for this package's policies: they need not be
 	// asked.
@@ -39,10 +39,10 @@ func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
 	}
 	// 2. No retries configured, or the policy does not retry the outcome;
 	// or it would, but the request's body cannot be sent again.
-	if s.maxRetries == 0 || !s.shouldRetry(a) {
+	if s.maxRetries == 0 || !s.shouldRetry(*a) {
 		return settled(a.Req, a.Res, a.Err)
 	}
-	if !replayable {
+	if !body.replayable() {
 		return StopBodyNotReplayable // a retry was wanted, but the body cannot be sent again
 	}
 	// 3. Worth another attempt, but out of retries.
@@ -54,24 +54,23 @@ func (s *settings) judge(a Attempt, replayable bool, sent int) StopReason {
 
 // markGiveUp returns err, the error of the last attempt of a request given
 // up on for why after attempts attempts, joined with the sentinel of why:
-// ErrRetriesExhausted or ErrBodyNotReplayable (a nil err stays nil: the
-// last response is returned as it is), ErrRetryBudgetExhausted or
-// ErrCircuitOpen. For any other
-// reason it returns err as it is.
+// ErrRetriesExhausted, ErrRetryBudgetExhausted, ErrCircuitOpen or
+// ErrBodyNotReplayable. For any other reason it returns err as it is; a nil
+// err stays nil whatever the reason: the last response is returned as it
+// is.
 func markGiveUp(why StopReason, attempts int, err error) error {
+	if err == nil {
+		return nil
+	}
 	switch why {
 	case StopRetriesExhausted:
-		if err != nil {
-			return errExhausted(attempts, err)
-		}
+		return errExhausted(attempts, err)
 	case StopBudgetRefused:
 		return errBudgetRefused(err)
 	case StopCircuitOpen:
 		return errCircuitRefused(err)
 	case StopBodyNotReplayable:
-		if err != nil {
-			return joinErr(ErrBodyNotReplayable, err)
-		}
+		return joinErr(ErrBodyNotReplayable, err)
 	}
 	return err
 }

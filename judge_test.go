@@ -34,9 +34,18 @@ func TestJudge(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, c.s.judge(c.a, c.replayable, c.sent))
+			assert.Equal(t, c.want, c.s.judge(&c.a, replayBody(c.replayable), c.sent))
 		})
 	}
+}
+
+// replayBody returns the replay of a request whose body can be sent again,
+// or of one whose body cannot.
+func replayBody(replayable bool) *replay {
+	if replayable {
+		return &replay{mode: replayNoBody}
+	}
+	return &replay{mode: replayOnce}
 }
 
 func TestMarkGiveUp(t *testing.T) {

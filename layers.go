@@ -35,14 +35,11 @@ const (
 // header: more digits than this are malformed.
 const maxOuterAttempt = 1 << 20
 
-// outerRetry reports whether h says that its request is a retry by a layer
-// above the transport: its attempt number is 2 or more.
-func outerRetry(h http.Header) bool {
-	v, ok := h[outerRequestHeader]
-	if !ok || len(v) != 1 {
-		return false
-	}
-	return outerAttempt(v[0]) > 1
+// outerRetry reports whether v, the values of outerRequestHeader, say that
+// its request is a retry by a layer above the transport: one value, whose
+// attempt number is 2 or more.
+func outerRetry(v []string) bool {
+	return len(v) == 1 && outerAttempt(v[0]) > 1
 }
 
 // outerAttempt returns the attempt number of an amz-sdk-request value
@@ -65,10 +62,11 @@ func outerAttempt(v string) int {
 	return 0
 }
 
-// layered returns s, or, for a request that an outer layer retries, a
-// copy of s without retries (made only then: such requests are rare).
-func (s *settings) layered(h http.Header) *settings {
-	if s.maxRetries == 0 || !outerRetry(h) {
+// layered returns s, or, for a request that an outer layer retries (as its
+// headers' facts f say), a copy of s without retries (made only then: such
+// requests are rare).
+func (s *settings) layered(f *headerFacts) *settings {
+	if s.maxRetries == 0 || !f.outerRetry {
 		return s
 	}
 	own := *s

@@ -50,10 +50,12 @@ func TestOuterRetry(t *testing.T) {
 		{"two values", http.Header{"Amz-Sdk-Request": {"attempt=2; max=3", "attempt=1; max=3"}}, false},
 		{"nil value", http.Header{"Amz-Sdk-Request": nil}, false},
 		{"not canonical: not read", http.Header{"amz-sdk-request": {"attempt=2; max=3"}}, false},
+		{"beside a key, a name as long", http.Header{"Amz-Sdk-Request": {"attempt=2; max=3"}, "Idempotency-Key": {"k"}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, outerRetry(tt.give))
+			f := scanHeader(tt.give)
+			assert.Equal(t, tt.want, f.outerRetry)
 		})
 	}
 }

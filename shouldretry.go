@@ -230,7 +230,7 @@ func keyGuess(f *headerFacts, injected, honored bool) bool {
 }
 
 // idempotentMethod reports whether method is in the policy's list.
-func (p retryPolicy) idempotentMethod(method string) bool {
+func (p *retryPolicy) idempotentMethod(method string) bool {
 	if method == "" {
 		method = http.MethodGet // net/http's meaning of an empty method
 	}

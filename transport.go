@@ -146,8 +146,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var own settings // if a policy or overrides apply: a patched copy
 		s = t.settings(req, &own)
 	}
-	s = s.layered(req.Header) // layers.go: an outer layer's retry is not retried here
-	res, e, err := t.roundTrip(req, s)
+	facts := scanHeader(req.Header) // the headers the transport reads, looked up once (headerscan.go)
+	s = s.layered(&facts)           // layers.go: an outer layer's retry is not retried here
+	var body replay                 // each attempt's request (body.go), made by roundTrip
+	res, e, err := t.roundTrip(req, s, &facts, &body)
+	body.finish() // no attempt follows: a streamed body is closed once none reads it
 	// A success with nothing to tell a breaker or the hooks: Pushback and
 	// WithErrorOnGiveUp have nothing to do with it either.
 	if e.why == StopSuccess && t.breakers == nil && t.obs == nil {
@@ -164,26 +167,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-// roundTrip sends the attempts of one logical request and says how it ended.
-func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, ending, error) {
+// roundTrip sends the attempts of one logical request, whose headers have
+// the facts f, and says how it ended. It makes body, each attempt's
+// request with a body of its own; the caller finishes it (replay.finish)
+// once roundTrip has returned.
+func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, body *replay) (*http.Response, ending, error) {
 	ctx := req.Context()
 	caller := req
-	var facts headerFacts                  // of req's headers, looked up once (headerscan.go)
-	req, idem, err := s.keyed(req, &facts) // idempotency.go: once per request
+	req, idem, err := s.keyed(req, f) // idempotency.go: once per request
 	if err != nil {
 		closeBody(req)
 		return nil, ending{StopError, 0}, err
 	}
-	var body replay // each attempt's request, with a body of its own (body.go)
-	if err := body.init(req, s, &facts); err != nil {
-		return nil, ending{StopError, 0}, err
-	}
-	if body.mode == replayTee {
-		defer body.finish() // a streamed body is closed once no attempt reads it
-	}
+	body.init(req, s, f)
 	if s.hedgingOn() {
-		if d, ok := t.hedging(ctx, req, s, idem, &body); ok {
-			return t.roundTripHedged(ctx, caller, *s, d, body, idem)
+		if d, ok := t.hedging(ctx, req, s, idem, body); ok {
+			return t.roundTripHedged(ctx, caller, *s, d, *body, idem)
 		}
 	}
 	// Watch the writes of requests that only a proof of never having left
@@ -201,31 +200,30 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 		// PrepareRetry hook rewrote it: prepare.go). A success refills
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
-		sent, err := t.attemptRequest(&body, count)
+		sent, err := t.attemptRequest(body, count)
 		if err != nil {
 			l.End(outNeutral, 0, 0)
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
-		timer := t.startAttempt(s.budget)
-		var began time.Time // adaptive hedging times first attempts (hedgedelay.go)
-		if s.hedgeQuantile != 0 {
-			began = t.firstStart(s, count)
+		o := attemptOutcome{First: count == 1, Refund: refundable}
+		res, err := t.sendSettled(sent, s, &o, &l)
+		if o.First && s.hedgeQuantile != 0 {
+			// Adaptive hedging learns from the latency of first
+			// attempts (hedgedelay.go).
+			t.firstEnd(sent, o.Latency, res, err)
 		}
-		res, err := t.send(sent, s.attemptTimeout)
-		t.firstEnd(sent, began, res, err)
-		err = w.mark(err)
-		o := attemptOutcome{First: count == 1, Timeout: s.attemptTimeout, Refund: refundable}
-		timer.end(t, s.budget, &o)
-		s.budget.settle(sent, success(res), res != nil, &o, &l)
+		if err != nil {
+			err = w.mark(err) // writewatch.go: written before a dial error?
+		}
 
 		// 2. Judge the outcome (judge.go): final (an upgraded connection, a
 		// request that cannot be sent again, an outcome the policy does not
 		// retry), or out of retries: the last response as it is, or the
 		// last error marked as such. Otherwise it is worth another attempt.
 		a := t.newAttempt(s, idem, count, sent, res, err)
-		t.obs.reportAttempt(a, s.maxRetries, false)
-		if why := s.judge(a, body.replayable(), count); why != 0 {
+		t.obs.reportAttempt(&a, s.maxRetries, false)
+		if why := s.judge(&a, body, count); why != 0 {
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
 
@@ -252,6 +250,46 @@ func (t *Transport) roundTrip(req *http.Request, s *settings) (*http.Response, e
 			return res, ending{why, count}, err
 		}
 	}
+}
+
+// sendSettled sends req, one attempt of a request that runs with s, and
+// settles its outcome with the budget, if any (budget.go settle): o says
+// what the attempt is, and gets its timeout, latency and, when known, its
+// end; l is the retry's claim on the destination's budget, if any. The
+// attempt is timed when its latency is wanted: by the budget, or by
+// adaptive hedging (firstEnd).
+//
+// When both the transport and the budget run on the real clock, the
+// attempt is timed on the budget's (budget.Budget.Now, monotonic only, as
+// the real clock's latencies are), and its end is also the time settle
+// records; otherwise on the transport's clock, and settle reads the
+// budget's own for the end, so that neither is handed a reading of the
+// other.
+func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcome, l *lease) (*http.Response, error) {
+	b := s.budget
+	if b == nil && s.hedgeQuantile == 0 {
+		return t.send(req, s.attemptTimeout) // no latency wanted, nothing to settle
+	}
+	mono := t.clk == nil && b != nil && b.core.Real()
+	var start time.Time // the transport's clock, unless mono
+	var at int64        // the budget's, if mono
+	if mono {
+		at = b.core.Now()
+	} else {
+		start = t.clock().Now()
+	}
+	res, err := t.send(req, s.attemptTimeout)
+	if mono {
+		o.At, o.AtKnown = b.core.Now(), true
+		o.Latency = time.Duration(o.At - at)
+	} else {
+		o.Latency = t.clock().Now().Sub(start)
+	}
+	o.Timeout = s.attemptTimeout
+	if b != nil {
+		b.settle(req, success(res), res != nil, o, l)
+	}
+	return res, err
 }
 
 // send runs one attempt on the base transport, enforcing its contract: an

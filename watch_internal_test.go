@@ -26,7 +26,7 @@ func TestWatchWritesOncePerRequest(t *testing.T) {
 		req := caller
 		if own {
 			s := defaultSettings()
-			var f headerFacts
+			f := scanHeader(caller.Header)
 			var idem idempotency
 			req, idem, err = s.keyed(caller, &f)
 			require.NoError(t, err)
