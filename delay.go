@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/backoff"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
@@ -23,10 +24,6 @@ const (
 	// about when to come back: a server that is shedding load needs more
 	// room than one that failed (AWS's SDKs use 1s for throttling errors).
 	defaultThrottleBase = time.Second
-
-	// maxDuration is the longest time.Duration; waits saturate there
-	// instead of overflowing into negative values.
-	maxDuration = time.Duration(math.MaxInt64)
 )
 
 // CustomizedDelayFnOptions configures CustomizedDelayFn. The zero value of
@@ -133,53 +130,20 @@ func newDelayPolicy(o CustomizedDelayFnOptions) delayPolicy {
 // delay is the pure form of a DelayFn: r is a uniform random number in
 // [0, 1), and now is called only for a date or a Unix time in a header.
 // The server's word comes first: Retry-After, then rate-limit reset headers
-// (internal/retryafter); then backoff, from a larger base for a 429.
+// (internal/retryafter); then backoff (internal/backoff), from a larger
+// base for a 429.
 func (p delayPolicy) delay(a Attempt, now func() time.Time, r float64) time.Duration {
 	if a.Res == nil {
-		return fullJitter(p.base, p.cap, a.Count, r)
+		return backoff.FullJitter(p.base, p.cap, a.Count, r)
 	}
 	if d, ok := retryafter.Parse(a.Res.Header, now); ok {
-		return jitter(d, p.jitter, r)
+		return backoff.Jitter(d, p.jitter, r)
 	}
 	if d, ok := retryafter.RateLimitReset(a.Res, now); ok {
-		return jitter(d, p.jitter, r)
+		return backoff.Jitter(d, p.jitter, r)
 	}
 	if a.Res.StatusCode == http.StatusTooManyRequests {
-		return fullJitter(p.throttleBase, max(p.cap, p.throttleBase), a.Count, r)
+		return backoff.FullJitter(p.throttleBase, max(p.cap, p.throttleBase), a.Count, r)
 	}
-	return fullJitter(p.base, p.cap, a.Count, r)
-}
-
-// jitter moves d by up to magnitude·d, up or down: r = 0 gives the lowest
-// value, r → 1 the highest. The result is never negative and saturates at
-// maxDuration.
-func jitter(d time.Duration, magnitude, r float64) time.Duration {
-	f := float64(d) * (1 + magnitude*(2*r-1))
-	switch {
-	case f <= 0:
-		return 0
-	case f >= float64(maxDuration):
-		return maxDuration
-	}
-	return time.Duration(f)
-}
-
-// fullJitter returns a uniform random delay in [0, min(ceil, base·2^(n−1)))
-// for retry n (n < 1 counts as 1), without overflowing for any n.
-func fullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	limit := ceil
-	if shift := n - 1; shift < 63 && base <= ceil>>shift {
-		limit = base << shift
-	}
-	d := time.Duration(r * float64(limit))
-	if d >= limit { // float rounding when r is within an ulp of 1
-		d = limit - 1
-	}
-	if d < 0 {
-		d = 0
-	}
-	return d
+	return backoff.FullJitter(p.base, p.cap, a.Count, r)
 }

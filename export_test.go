@@ -23,11 +23,6 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return retryafter.Parse(h, func() time.Time { return now })
 }
 
-// FullJitter exposes fullJitter.
-func FullJitter(base, ceil time.Duration, n int, r float64) time.Duration {
-	return fullJitter(base, ceil, n, r)
-}
-
 // MaxDrain is the bound on draining a discarded response body.
 const MaxDrain = maxDrain
 
