@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/respbody"
 	"github.com/seed2409de8f/retryhttp/internal/teebody"
 )
 
@@ -202,42 +202,17 @@ func (r *replay) body(n int) (io.ReadCloser, error) {
 	return nil, nil
 }
 
-// maxDrain bounds how much of a discarded response body is read so that its
-// connection can be reused. A longer body costs the connection instead.
-const maxDrain = 64 << 10
-
-// maxDrainTime bounds how long draining a discarded response body may take
-// when no attempt timeout does. Draining only saves setting up a new
-// connection, which takes a few round trips; a body that stalls for longer
-// costs the connection instead.
-const maxDrainTime = 500 * time.Millisecond
-
-// discard drains a response the caller will never see, up to maxDrain bytes
-// and for a bounded time, and closes it.
+// discard drains and closes a response the caller will never see
+// (respbody.Discard). The body of an attempt with a timeout bounds its own
+// drain, with the attempt's timer (cancelBody.rearm, timeout.go).
 func discard(res *http.Response) {
-	if res == nil || res.Body == nil {
-		return
+	var rearm func(time.Duration)
+	if res != nil {
+		if b, ok := res.Body.(interface{ rearm(time.Duration) }); ok {
+			rearm = b.rearm
+		}
 	}
-	if res.Body == http.NoBody || res.ContentLength > maxDrain {
-		// Nothing to read, or too much: no drain, so no timer for it.
-		res.Body.Close()
-		return
-	}
-	var once sync.Once
-	closeOnce := func() { once.Do(func() { res.Body.Close() }) }
-	if b, ok := res.Body.(interface{ rearm(time.Duration) }); ok {
-		b.rearm(maxDrainTime) // a body that trickles is cut by the attempt's context
-	} else {
-		// A body that trickles or stalls is cut by closing it, which
-		// unblocks a read in progress.
-		timer := time.AfterFunc(maxDrainTime, closeOnce)
-		defer timer.Stop()
-	}
-	// One byte more than the bound, so that a chunked body of exactly
-	// maxDrain bytes is read to its end and its connection reused. A
-	// ContentLength of -1, unknown, is read so too.
-	_, _ = io.CopyN(io.Discard, res.Body, maxDrain+1)
-	closeOnce()
+	respbody.Discard(res, rearm)
 }
 
 // closeBody closes the body of a request that will not be sent.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+	"github.com/seed2409de8f/retryhttp/internal/respbody"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
@@ -24,7 +25,7 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // MaxDrain is the bound on draining a discarded response body.
-const MaxDrain = maxDrain
+const MaxDrain = respbody.MaxDrain
 
 // ResolvedSettings are the settings one RoundTrip runs with: the transport's
 // options, with the context's overrides applied and defaults filled in.

@@ -1,23 +1,14 @@
 package retryhttp
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/budget"
+	"github.com/seed2409de8f/retryhttp/internal/respbody"
 )
-
-// maxParkedBody bounds the body of a response that a parked retry keeps
-// while it waits: the response is returned as it is if the retry gives up,
-// and reading its body lets its connection go back to the pool meanwhile. A
-// longer body (or one that fails to read) is not parked: the retry is
-// refused at once, as without parking, with the response untouched but for
-// the bytes read, which are read again first.
-const maxParkedBody = 4 << 10
 
 // Parking waits on the Transport's clock (clock.go), and reads the host's
 // state on the budget's (RetryBudgetOptions.Clock): both are the real
@@ -41,7 +32,7 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	}
 	core := b.core
 	h := core.Host(a.Req)
-	kept := keepResponse(a.Res)
+	kept := respbody.Keep(a.Res)
 	l, taken, waited, err := t.takeAtSend(ctx, s, acct, h, a, d, kept)
 	wait := d // what remains of the delay
 	if waited {
@@ -199,41 +190,6 @@ func (t *Transport) parkable(ctx context.Context, s *settings, h *budget.Host, d
 	}
 	return until, kept
 }
-
-// keepResponse reads res's body into memory, up to maxParkedBody, and
-// closes it, so that res can wait without holding a connection. It
-// reports false, leaving res readable as it was, if the body is longer or
-// fails to read; a body that stalls for maxDrainTime is cut there, as a
-// discarded one would be. A nil res is kept.
-func keepResponse(res *http.Response) bool {
-	switch {
-	case res == nil || res.Body == nil || res.Body == http.NoBody:
-		return true
-	case res.ContentLength > maxParkedBody:
-		return false
-	}
-	body := res.Body
-	// A body that stalls is cut, as a discarded one is (discard): closing
-	// it unblocks the read.
-	cut := time.AfterFunc(maxDrainTime, func() { body.Close() })
-	buf, err := io.ReadAll(io.LimitReader(body, maxParkedBody+1))
-	cut.Stop()
-	if err != nil || len(buf) > maxParkedBody {
-		res.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), body), body: body}
-		return false
-	}
-	body.Close()
-	res.Body = io.NopCloser(bytes.NewReader(buf))
-	return true
-}
-
-// prefixedBody is a body whose first bytes were read already.
-type prefixedBody struct {
-	io.Reader
-	body io.ReadCloser
-}
-
-func (p *prefixedBody) Close() error { return p.body.Close() }
 
 // park queues the retry of a on h and waits until the window releases it
 // (a nil reason and a held lease), until, the caller's cancellation, or an
