@@ -49,8 +49,9 @@ type clockTimer = Timer
 // shared by Transports on different clocks: a test on a fake clock gives
 // both the same one. Two stay on the real clock, by design: the
 // Retry-After dates read by DefaultDelayFn, a function of the Attempt
-// alone; and the bound on draining a discarded response body, which bounds
-// real I/O on a real connection. A caller's
+// alone; and the bound on reading a response body that is discarded, or
+// kept in memory for a parked retry, which bounds real I/O on a real
+// connection. A caller's
 // context deadline is compared with c's time before each wait, but the
 // context's own timer runs on the real clock.
 func WithClock(c Clock) Option {
