@@ -33,14 +33,12 @@ const (
 	// window: at most this many per first attempt the host received over
 	// the statistics' span, so that a recovering host sees at most twice
 	// its own traffic, whatever the latency (Little's law would let a
-	// window of 10 send 1,000 a second at 10ms).
+	// window of 10 send 1,000 a second at 10ms). It is also the most
+	// credit saved up: the share of one first attempt, so that released
+	// retries are interleaved with the host's own traffic rather than
+	// sent in batches (a batch the size of the window overflows a host
+	// whose headroom is smaller).
 	releaseShare = 1.5
-
-	// maxCredit bounds the releases saved up: the share of one first
-	// attempt, so that released retries are interleaved with the host's
-	// own traffic rather than sent in batches (a batch the size of the
-	// window overflows a host whose headroom is smaller).
-	maxCredit = releaseShare
 
 	// A successful retry slower than congestionFactor × the lowest latency
 	// of the host's first attempts, and than that plus congestionFloor,
@@ -114,7 +112,7 @@ type pacer struct {
 	lastSettle int64         // budget clock when a slot was last given back
 	lastMinLat time.Duration // the lowest latency seen, held for minLatHold
 	lastMinAt  int64         // when it was last seen
-	credit     float64       // releases the rate allows now (releaseShare)
+	credit     float64       // releases the rate allows now (releaseShare), at most releaseShare
 	creditAt   int64         // budget clock when credit was last brought up to date
 	queue      waitQueue
 }
@@ -280,7 +278,7 @@ func (h *Host) release(limit float64) bool {
 // accrue brings the credit of releases up to date, at releaseShare of the
 // host's rate of first attempts (at least one per probeQuiet), and returns
 // the most parked retries the window lets be in flight now. The credit is
-// held to maxCredit, so that neither a gate closed for long nor a pause
+// held to releaseShare (one first attempt's share), so that neither a gate closed for long nor a pause
 // between events lets a batch through at once. Requires h.mu.
 func (h *Host) accrue(at int64) float64 {
 	limit, rate := h.windowCap(at)
@@ -293,7 +291,7 @@ func (h *Host) accrue(at int64) float64 {
 	// Never saved up: releases go out one by one between the host's own
 	// first attempts, not in a batch that a host with little headroom
 	// would shed.
-	p.credit = min(p.credit, maxCredit)
+	p.credit = min(p.credit, releaseShare)
 	return min(p.window, limit)
 }
 

@@ -123,7 +123,7 @@ func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 		return s
 	}
 	r, p := WaitReleased, WaitParked
-	// One by one, in order: the credit is never saved up past maxCredit,
+	// One by one, in order: the credit is never saved up past releaseShare,
 	// whatever the time since the last look (125 first attempts a second
 	// over the statistics' span: 1.5 releases per 8ms).
 	f.step(input{ev: evPoke})
