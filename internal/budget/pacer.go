@@ -11,17 +11,22 @@ import (
 
 // Parameters of the pacing of parked retries. docs/storms.md explains each.
 const (
-	statSlot       = 50 * time.Millisecond  // resolution of a host's recent outcomes
-	statSlots      = 16                     // slots kept: the last 750-800ms, for the rate and latency
-	gateSlots      = 4                      // slots the gate judges by: the last 150-200ms
-	gateMinSamples = 20                     // first attempts the gate needs to judge by their share
-	gateFailShare  = 0.2                    // no release while this share of first attempts fail
-	probeQuiet     = 250 * time.Millisecond // with fewer samples: a lone probe after this long without news
-	initialWindow  = 4                      // parked retries in flight at first, and after idleReset
-	minWindowCap   = 20                     // the window's cap is at least this
-	capFactor      = 2                      // cap: capFactor × rate × lowest latency
-	idleReset      = 2 * time.Second        // a window unused this long starts slow again
-	minLatHold     = 10 * time.Second       // the lowest latency is kept this long unless seen again
+	statSlot       = 50 * time.Millisecond // resolution of a host's recent outcomes
+	statSlots      = 16                    // slots kept: the last 750-800ms, for the rate and latency
+	gateSlots      = 4                     // slots the gate judges by: the last 150-200ms
+	gateMinSamples = 20                    // first attempts the gate needs to judge by their share
+	gateFailShare  = 0.2                   // no release while this share of first attempts fail
+
+	// With fewer samples, a lone probe once no failure was heard for
+	// probeQuiet: the gate's span and one slot more, so that the latest
+	// failure has left every slot the gate judges by (250ms).
+	probeQuiet = (gateSlots + 1) * statSlot
+
+	initialWindow = 4                // parked retries in flight at first, and after idleReset
+	minWindowCap  = 20               // the window's cap is at least this
+	capFactor     = 2                // cap: capFactor × rate × lowest latency
+	idleReset     = 2 * time.Second  // a window unused this long starts slow again
+	minLatHold    = 10 * time.Second // the lowest latency is kept this long unless seen again
 
 	// A host whose latest outageStreak attempts in a row failed is in an
 	// outage: only then are retries without a token parked. A host that
