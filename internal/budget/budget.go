@@ -68,7 +68,7 @@ func New(cfg Config, clk Clock) *Budget {
 	b.ratio = min(max(b.ratio, 1), b.capacity)
 	full := b.capacity
 	b.hosts = hostmap.New(cfg.MaxHosts, func(hostmap.Key) *Host {
-		return newHost(full, b.clock())
+		return newHost(full, b.maxWait, b.clock())
 	})
 	return b
 }

@@ -22,10 +22,9 @@ const (
 	// failure has left every slot the gate judges by (250ms).
 	probeQuiet = (gateSlots + 1) * statSlot
 
-	initialWindow = 4                // parked retries in flight at first, and after idleReset
+	initialWindow = 4                // parked retries in flight at first, and after a window unused for MaxWait
 	minWindowCap  = 20               // the window's cap is at least this
 	capFactor     = 2                // cap: capFactor × rate × lowest latency
-	idleReset     = 2 * time.Second  // a window unused this long starts slow again
 	minLatHold    = 10 * time.Second // the lowest latency is kept this long unless seen again
 
 	// A host whose latest outageStreak attempts in a row failed is in an
@@ -72,6 +71,7 @@ const PollInterval = statSlot
 type Host struct {
 	tokens   atomic.Int64 // micro-tokens
 	capacity int64
+	maxWait  time.Duration // the budget's MaxWait
 	stats    hostStats
 	waiting  atomic.Int32 // len of the queue, for readers without mu
 	inFlight atomic.Int32 // slots held, for readers without mu
@@ -81,8 +81,8 @@ type Host struct {
 	p  pacer // guarded by mu
 }
 
-func newHost(capacity, at int64) *Host {
-	h := &Host{capacity: capacity}
+func newHost(capacity int64, maxWait time.Duration, at int64) *Host {
+	h := &Host{capacity: capacity, maxWait: maxWait}
 	h.tokens.Store(capacity)
 	// Until its first outcome, the host answers, as far as anyone knows,
 	// and never failed.
@@ -170,8 +170,9 @@ type input struct {
 func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 	p := &h.p
 	head := p.queue.head
-	// Lazy time: a window unused for idleReset starts slow again.
-	if p.inFlight == 0 && at-p.lastSettle > int64(idleReset) {
+	// Lazy time: a window unused for longer than a retry may park (the
+	// budget's MaxWait) served another episode: it starts slow again.
+	if p.inFlight == 0 && at-p.lastSettle > int64(h.maxWait) {
 		p.window, p.ssthresh = initialWindow, 0
 	}
 	switch in.ev {

@@ -283,10 +283,14 @@ func TestPacerWindowStartsSlowAfterIdle(t *testing.T) {
 	}
 	w, _, _ := f.pacing()
 	require.Greater(t, w, 5.0)
-	f.clock.advance(idleReset + time.Millisecond)
+	f.clock.advance(f.b.MaxWait())
 	f.step(input{ev: evPoke})
 	w, _, _ = f.pacing()
-	assert.InDelta(t, initialWindow, w, 1e-9)
+	require.Greater(t, w, 5.0, "unused for MaxWait: kept")
+	f.clock.advance(time.Millisecond)
+	f.step(input{ev: evPoke})
+	w, _, _ = f.pacing()
+	assert.InDelta(t, initialWindow, w, 1e-9, "unused for longer than MaxWait: starts slow")
 }
 
 func TestPacerBusyHostIsNeverEvicted(t *testing.T) {
