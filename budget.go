@@ -114,9 +114,9 @@ type RetryBudgetOptions struct {
 //     host answers again. Parked retries are then released at most at 1.5
 //     per first attempt the host receives, one by one as the host's events
 //     come (never a batch saved up), with a slot of a window (the
-//     parked retries in flight: it starts at 4, grows by one per successful
-//     retry up to a threshold, then by one per round, is halved when a
-//     retry fails or queued, at most once per round, and is capped at
+//     parked retries in flight: it starts at its cap, is halved when a
+//     retry fails or queued, at most once per round, grows back by one per
+//     round of successful retries, and is capped at
 //     max(20, 2 × the host's rate of first attempts × its lowest latency))
 //     or with a token; none while 20% or more of the host's recent first
 //     attempts fail. A parked retry gives up, ending as a refused one does,

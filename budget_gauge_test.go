@@ -48,7 +48,7 @@ func TestBudgetHostsDeadHost(t *testing.T) {
 	hosts := hostsOf(b)
 	d := hosts["http://"+dead.Listener.Addr().String()]
 	assert.Equal(t, retryhttp.HostBudget{Destination: "http://" + dead.Listener.Addr().String(),
-		Tokens: 0, Capacity: 5, Window: 4}, d, "the dead host's bucket is empty")
+		Tokens: 0, Capacity: 5, Window: 20}, d, "the dead host's bucket is empty")
 	assert.Equal(t, int64(20+5), dead.attempts.Load(), "the first attempts and five retries")
 	h := hosts["http://"+ok.Listener.Addr().String()]
 	assert.InDelta(t, 5.0, h.Tokens, 1e-9, "the healthy host's bucket is full")

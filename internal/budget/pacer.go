@@ -22,10 +22,9 @@ const (
 	// failure has left every slot the gate judges by (250ms).
 	probeQuiet = (gateSlots + 1) * statSlot
 
-	initialWindow = 4                // parked retries in flight at first, and after a window unused for MaxWait
-	minWindowCap  = 20               // the window's cap is at least this
-	capFactor     = 2                // cap: capFactor × rate × lowest latency
-	minLatHold    = 10 * time.Second // the lowest latency is kept this long unless seen again
+	minWindowCap = 20               // the window's cap is at least this; the window starts there
+	capFactor    = 2                // cap: capFactor × rate × lowest latency
+	minLatHold   = 10 * time.Second // the lowest latency is kept this long unless seen again
 
 	// A host whose latest outageStreak attempts in a row failed is in an
 	// outage: only then are retries without a token parked. A host that
@@ -91,8 +90,10 @@ func newHost(capacity int64, maxWait time.Duration, at int64) *Host {
 	// Nothing is known to succeed on a host that never answered: its
 	// first failure is an outage's.
 	h.stats.streak.Store(outageStreak)
-	h.p.window = initialWindow
-	h.window.Store(initialWindow)
+	// The window starts at its cap: the pace, not a slow start, bounds
+	// the first releases.
+	h.p.window = minWindowCap
+	h.window.Store(minWindowCap)
 	h.p.lastSettle, h.p.creditAt = at, at
 	return h
 }
@@ -110,7 +111,7 @@ func (h *Host) Busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 
 // pacer is the window of parked retries of one host and their queue.
 type pacer struct {
 	window     float64       // parked retries (and slot-taking hedges) allowed in flight
-	ssthresh   float64       // below it the window grows by one per success; 0: the cap
+	ssthresh   float64       // below it the window grows by one per success; 0: never halved
 	inFlight   int           // slots held
 	released   uint64        // slots handed out so far: the number of the latest
 	halvedAt   uint64        // released when the window was last halved
@@ -171,9 +172,11 @@ func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 	p := &h.p
 	head := p.queue.head
 	// Lazy time: a window unused for longer than a retry may park (the
-	// budget's MaxWait) served another episode: it starts slow again.
+	// budget's MaxWait) served another episode: its halvings are
+	// forgotten, and it starts again at its cap.
 	if p.inFlight == 0 && at-p.lastSettle > int64(h.maxWait) {
-		p.window, p.ssthresh = initialWindow, 0
+		p.window, _ = h.windowCap(at)
+		p.ssthresh = 0
 	}
 	switch in.ev {
 	case evPark:
@@ -249,7 +252,8 @@ func (p *pacer) take() uint64 {
 }
 
 // grow widens the window after a successful retry: by one while below the
-// threshold (slow start), then by one per window's worth of successes.
+// threshold (or never halved: up to a cap that grew with the host's
+// traffic), then by one per window's worth of successes.
 func (p *pacer) grow(limit float64) {
 	if p.ssthresh == 0 || p.window < p.ssthresh {
 		p.window++

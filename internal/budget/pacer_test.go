@@ -135,7 +135,7 @@ func TestPacerReleasesFirstComeFirstServed(t *testing.T) {
 	assert.Equal(t, []WaitState{r, r, r, r, p, p}, states())
 }
 
-func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
+func TestPacerWindowStartsAtCapHalvesAndGrows(t *testing.T) {
 	f := newPacerFixture(t)
 	// 400 first attempts per second at 10ms at best, for 200ms: cap max(20, 2·100·0.01) = 20.
 	f.firsts(80, 0, 200*time.Millisecond, 10*time.Millisecond)
@@ -159,17 +159,17 @@ func TestPacerWindowSlowStartHalvingAndCap(t *testing.T) {
 		t.Fatal("nothing in flight")
 	}
 	window := func() float64 { w, _, _ := f.pacing(); return w }
-	// Slow start: +1 per success.
-	for i := range 5 {
-		require.InDelta(t, float64(initialWindow+i), window(), 1e-9)
-		settle(SlotOK)
-	}
-	// Up to the cap.
+	// At its cap from the start: the pace, not the window, bounds the
+	// first releases.
+	require.InDelta(t, minWindowCap, window(), 1e-9, "max(20, 2 × rate × latency)")
+	_, inFlight, _ := f.pacing()
+	require.Less(t, inFlight, 5, "released one at a time, at the pace")
+	// Successes fill it, and it stays at the cap.
 	for range 30 {
 		settle(SlotOK)
 	}
 	require.InDelta(t, minWindowCap, window(), 1e-9, "capped at max(20, 2 × rate × latency)")
-	_, inFlight, _ := f.pacing()
+	_, inFlight, _ = f.pacing()
 	require.Equal(t, minWindowCap, inFlight)
 	// A failure halves it; the others of the same round do not.
 	settle(SlotFailed)
@@ -242,7 +242,7 @@ func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 	f := newPacerFixture(t)
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
 	var seq uint64
-	for i := range initialWindow {
+	for i := range minWindowCap {
 		var granted bool
 		granted, seq = f.step(input{ev: evTake})
 		require.True(t, granted, "slot %d", i+1)
@@ -251,9 +251,9 @@ func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 	require.False(t, granted, "the window is full")
 	f.step(input{ev: evSettle, out: SlotOK, seq: seq})
 	granted, _ = f.step(input{ev: evTake})
-	require.True(t, granted, "settled like a retry: the window grew, one is free")
+	require.True(t, granted, "settled like a retry: one is free")
 	granted, _ = f.step(input{ev: evTake})
-	require.True(t, granted)
+	require.False(t, granted, "full again: the window is at its cap")
 	// Nobody jumps the queue.
 	f.park(1)
 	granted, _ = f.step(input{ev: evTake})
@@ -274,23 +274,21 @@ func TestPacerCircuitOpenFailsItsOwnersWaiters(t *testing.T) {
 	assert.Equal(t, 1, q)
 }
 
-func TestPacerWindowStartsSlowAfterIdle(t *testing.T) {
+func TestPacerWindowForgetsItsHalvingsAfterIdle(t *testing.T) {
 	f := newPacerFixture(t)
 	f.firsts(100, 0, 100*time.Millisecond, time.Millisecond)
-	for range 5 {
-		_, seq := f.step(input{ev: evTake})
-		f.step(input{ev: evSettle, out: SlotOK, seq: seq})
-	}
+	_, seq := f.step(input{ev: evTake})
+	f.step(input{ev: evSettle, out: SlotFailed, seq: seq})
 	w, _, _ := f.pacing()
-	require.Greater(t, w, 5.0)
+	require.InDelta(t, minWindowCap/2, w, 1e-9, "a failure halved it")
 	f.clock.advance(f.b.MaxWait())
 	f.step(input{ev: evPoke})
 	w, _, _ = f.pacing()
-	require.Greater(t, w, 5.0, "unused for MaxWait: kept")
+	require.InDelta(t, minWindowCap/2, w, 1e-9, "unused for MaxWait: kept")
 	f.clock.advance(time.Millisecond)
 	f.step(input{ev: evPoke})
 	w, _, _ = f.pacing()
-	assert.InDelta(t, initialWindow, w, 1e-9, "unused for longer than MaxWait: starts slow")
+	assert.InDelta(t, minWindowCap, w, 1e-9, "unused for longer than MaxWait: back at its cap")
 }
 
 func TestPacerBusyHostIsNeverEvicted(t *testing.T) {
