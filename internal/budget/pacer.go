@@ -9,7 +9,9 @@ import (
 	"github.com/seed2409de8f/retryhttp/internal/breaker"
 )
 
-// Parameters of the pacing of parked retries. docs/storms.md explains each.
+// Parameters of the pacing of parked retries: twelve constants, and
+// probeQuiet derived from them. docs/storms.md ("Parameters") states the
+// principle of each.
 const (
 	statSlot       = 50 * time.Millisecond // resolution of a host's recent outcomes
 	statSlots      = 16                    // slots kept: the last 750-800ms, for the rate and latency
@@ -22,7 +24,7 @@ const (
 	// failure has left every slot the gate judges by (250ms).
 	probeQuiet = (gateSlots + 1) * statSlot
 
-	minWindowCap = 20               // the window's cap is at least this; the window starts there
+	minWindowCap = 20               // the window's cap is at least this; the window starts at its cap
 	capFactor    = 2                // cap: capFactor × rate × lowest latency
 	minLatHold   = 10 * time.Second // the lowest latency is kept this long unless seen again
 
