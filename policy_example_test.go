@@ -68,3 +68,25 @@ func ExampleWithPolicyFunc() {
 	// batch attempts: 1
 	// interactive attempts: 3
 }
+
+// NewPolicy compiles request options once; within one Policy a later
+// option replaces an earlier one of the same setting, and options that
+// configure the Transport itself (here WithTransport) are ignored.
+func ExampleNewPolicy() {
+	srv, n := exampleFlakyServer(math.MaxInt32, http.StatusServiceUnavailable) // always 503
+	defer srv.Close()
+	p := retryhttp.NewPolicy(retryhttp.WithMaxRetries(5), retryhttp.WithMaxRetries(1),
+		retryhttp.WithTransport(nil))
+	tr := retryhttp.New(retryhttp.WithPolicyFunc(func(*http.Request) *retryhttp.Policy { return p }),
+		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 }),
+		retryhttp.WithRetryBudget(nil))
+	defer tr.CloseIdleConnections()
+
+	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err == nil {
+		res.Body.Close()
+	}
+	fmt.Println("attempts:", n.Load())
+	// Output:
+	// attempts: 2
+}
