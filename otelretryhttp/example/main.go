@@ -7,7 +7,7 @@
 // retryhttp.Transport whose metrics go to an OpenTelemetry Prometheus
 // exporter, serves that exporter's /metrics on loopback, scrapes it once
 // and prints the retryhttp series, with the retry ratio and the request
-// amplification that docs/observability.md's alert rules watch. It also logs
+// amplification that the alert rules of ../alerts watch. It also logs
 // each retry and give-up with log/slog. It exits with status 1 if a series
 // is missing.
 //
@@ -54,11 +54,10 @@ func run() error {
 	// 2. Metrics: an OpenTelemetry meter provider whose reader is a
 	// Prometheus exporter, registered in a registry of our own.
 	registry := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo())
+	mp, err := newMeterProvider(registry)
 	if err != nil {
 		return err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	metrics, err := otelretryhttp.New(mp)
 	if err != nil {
@@ -114,6 +113,17 @@ func run() error {
 	fmt.Printf("\n== retry ratio %.2f (retries per request), amplification %.2f (attempts per request)\n",
 		retries/requests, attempts/requests)
 	return nil
+}
+
+// newMeterProvider returns a meter provider whose reader is an
+// OpenTelemetry Prometheus exporter registered in registry: the series
+// TestAlertNames checks the alert rules' names against are those it writes.
+func newMeterProvider(registry prometheus.Registerer) (*sdkmetric.MeterProvider, error) {
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, err
+	}
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)), nil
 }
 
 // flaky fails the first two attempts of each /flaky/N path, and every
