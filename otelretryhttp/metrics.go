@@ -53,7 +53,9 @@ const (
 	RequestsName = "retryhttp.client.requests"
 	// AttemptsName counts attempts sent, retries and hedges included.
 	AttemptsName = "retryhttp.client.attempts"
-	// RetriesName counts retries and hedges sent, by cause.
+	// RetriesName counts decisions to retry or hedge, by cause: a retry
+	// decided while the budget had a token, then refused by it after its
+	// delay, is counted here and in BudgetRefusalsName, though not sent.
 	RetriesName = "retryhttp.client.retries"
 	// FailuresName counts logical requests that ended in failure.
 	FailuresName = "retryhttp.client.failures"
