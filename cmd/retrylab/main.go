@@ -1,7 +1,7 @@
 // Command retrylab reproduces retry storms on loopback and shows what
 // retryhttp's defaults (jittered backoff and a retry budget) do to them.
 //
-// It runs six scenarios, each with real HTTP servers and clients on
+// It runs ten scenarios, each with real HTTP servers and clients on
 // 127.0.0.1, a fresh server and fresh clients per policy:
 //
 //   - herd: many clients, a server that fails for a while and recovers;
@@ -28,18 +28,32 @@
 //   - deadline: client → S1 → S2 with S2's capacity halved for a while;
 //     S2's work for callers who had gone, with and without deadlines that
 //     travel (deadline.go).
+//   - ratelimit: a rate-limited API (a token bucket answering 429 with
+//     Retry-After beyond its rate) and closed loops: batch jobs whose
+//     workers wait for each answer; success, time against the physical
+//     limit, attempts per request, retries sent before the stated pause,
+//     the latency of an unlimited path of the same host; and an open loop
+//     at 1.5× the rate (ratelimit.go, limiter.go).
+//   - blip: a worker pool whose host answers 503 for 300ms, warm or
+//     cold; failures, and how soon the last request ends after the blip
+//     (blip.go).
+//
+// Their rows are retryhttp's defaults, full jitter without a budget, and a
+// policy mimicking go-retryablehttp's defaults. They run in real time at any
+// -timescale: a Retry-After is whole seconds, and the retry budget's own
+// times are not scaled.
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes under two minutes on a
-// quiet machine.
+// the -out directory. The whole default run takes under three minutes on a
+// quiet machine, of which ratelimit and blip about a minute.
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|all] [-clients 200]
-//	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|ratelimit|blip|all]
+//	    [-clients 200] [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1] [-runs 5]
 package main
 
 import (
