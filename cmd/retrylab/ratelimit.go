@@ -277,14 +277,15 @@ func rateSections(r rateResult) []section {
 				"Retry-After: N (whole seconds) beyond it; GET /free on the same server is never limited.",
 			"W workers share one http.Client (one Transport, and for the defaults a retry budget of its own) and pull the " +
 				"numbers of n requests from a channel; each sends GET /limited and waits for its answer before it takes the next.",
-			"Limit: (n − b)/r, the time the API takes to allow n requests; elapsed/limit near 1 is as fast as the API allows. " +
+			"Limit: (n − b)/r, the time the API takes to allow n requests; elapsed/limit near 1 is as fast as the API allows " +
+				"(below 1 only when requests failed). " +
 				"Requests per request: attempts that reached /limited over n.",
 			"Early: retries that reached the server before the pause stated by the previous 429 of the same logical request " +
 				"had passed (the client's X-Lab-Request header, which every retry carries).",
 			fmt.Sprintf("/free: during the pool batch, one more goroutine GETs /free every %v through the same client; its p99 "+
 				"latency and failures.", freeEvery),
 			fmt.Sprintf("Real time at any -timescale: a Retry-After is whole seconds. Every row of both tables runs at once, each "+
-				"with its own server and client, a few requests per second each; a row is stopped after twice its limit "+
+				"with its own server and client (at most a few hundred requests per second in all); a row is stopped after twice its limit "+
 				"and %v. The scenario took %v.", rowGrace, r.took.Round(100*time.Millisecond)),
 		},
 		header: []string{"batch", "policy", "success", "elapsed", "elapsed/limit", "requests per request", "early",
