@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -281,6 +282,10 @@ func TestValidate(t *testing.T) {
 		{"metastable", func(c *config) { c.scenario = "metastable" }, ""},
 		{"flaky", func(c *config) { c.scenario = "flaky" }, ""},
 		{"replica", func(c *config) { c.scenario = "replica" }, ""},
+		{"ratelimit", func(c *config) { c.scenario = "ratelimit" }, ""},
+		{"blip", func(c *config) { c.scenario = "blip" }, ""},
+		{"no runs", func(c *config) { c.runs = 0 }, "-runs"},
+		{"too many runs", func(c *config) { c.runs = blipMaxRuns + 1 }, "-runs"},
 		{"no clients", func(c *config) { c.clients = 0 }, "-clients"},
 		{"short", func(c *config) { c.duration = time.Millisecond }, "-duration"},
 		{"timescale NaN", func(c *config) { c.timescale = nan() }, "-timescale"},
@@ -688,4 +693,218 @@ func TestDeadline(t *testing.T) {
 	// run of this test; 17% without propagation).
 	assert.LessOrEqual(t, with.wastedShare, 0.05)
 	assert.LessOrEqual(t, with.wastedShare, without.wastedShare)
+}
+
+func TestTokenBucket(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newTokenBucket(2, 3, t0) // 2 per second, burst 3, full at t0
+	tests := []struct {
+		at   time.Duration // after t0
+		want bool
+	}{
+		{0, true}, {0, true}, {0, true}, // the burst
+		{0, false},
+		{400 * time.Millisecond, false},                         // 0.8 of a token
+		{500 * time.Millisecond, true},                          // 1.0
+		{400 * time.Millisecond, false},                         // earlier than the last refill: nothing
+		{time.Hour, true}, {time.Hour, true}, {time.Hour, true}, // refilled to the burst, not beyond
+		{time.Hour, false},
+	}
+	for i, tt := range tests {
+		assert.Equal(t, tt.want, b.takeAt(t0.Add(tt.at)), "take %d at %v", i, tt.at)
+	}
+}
+
+func TestLimiterEarly(t *testing.T) {
+	l := newLimiter(1, 1, 2)
+	t0 := time.Unix(1000, 0)
+	l.note("a", t0, false) // a 429 asking a to wait 2s
+	l.note("a", t0.Add(1999*time.Millisecond), true)
+	assert.Equal(t, int64(1), l.early.Load(), "before the pause")
+	l.note("a", t0.Add(2*time.Second), true) // a 200 records nothing: still measured from t0
+	assert.Equal(t, int64(1), l.early.Load(), "at the pause's end")
+	l.note("b", t0, true) // a first attempt, answered 200
+	l.note("b", t0, true)
+	l.note("", t0, false) // no logical request: not tracked
+	l.note("", t0, false)
+	assert.Equal(t, int64(1), l.early.Load())
+	l.note("a", t0.Add(3*time.Second), false) // a second 429 restarts the pause
+	l.note("a", t0.Add(4*time.Second), false)
+	assert.Equal(t, int64(2), l.early.Load())
+}
+
+func TestRetryablehttpPolicy(t *testing.T) {
+	res := func(code int, retryAfter string) *http.Response {
+		r := &http.Response{StatusCode: code, Header: http.Header{}}
+		if retryAfter != "" {
+			r.Header.Set("Retry-After", retryAfter)
+		}
+		return r
+	}
+	get, err := http.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
+	require.NoError(t, err)
+	post, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := get.WithContext(ctx)
+
+	retries := []struct {
+		name string
+		give retryhttp.Attempt
+		want bool
+	}{
+		{"transport error", retryhttp.Attempt{Req: get, Err: io.ErrUnexpectedEOF}, true},
+		{"transport error, POST", retryhttp.Attempt{Req: post, Err: io.ErrUnexpectedEOF}, true},
+		{"429", retryhttp.Attempt{Req: get, Res: res(429, "")}, true},
+		{"500, POST", retryhttp.Attempt{Req: post, Res: res(500, "")}, true},
+		{"501", retryhttp.Attempt{Req: get, Res: res(501, "")}, false},
+		{"503", retryhttp.Attempt{Req: get, Res: res(503, "")}, true},
+		{"599", retryhttp.Attempt{Req: get, Res: res(599, "")}, true},
+		{"404 with Retry-After", retryhttp.Attempt{Req: get, Res: res(404, "1")}, false},
+		{"200", retryhttp.Attempt{Req: get, Res: res(200, "")}, false},
+		{"context done", retryhttp.Attempt{Req: gone, Res: res(503, "")}, false},
+	}
+	for _, tt := range retries {
+		assert.Equal(t, tt.want, retryablehttpShouldRetry(tt.give), tt.name)
+	}
+
+	delays := []struct {
+		name string
+		give retryhttp.Attempt
+		want time.Duration
+	}{
+		{"first retry", retryhttp.Attempt{Count: 1, Res: res(500, "")}, time.Second},
+		{"fourth retry", retryhttp.Attempt{Count: 4, Err: io.ErrUnexpectedEOF}, 8 * time.Second},
+		{"capped", retryhttp.Attempt{Count: 6, Res: res(500, "")}, 30 * time.Second},
+		{"429, Retry-After", retryhttp.Attempt{Count: 3, Res: res(429, "3")}, 3 * time.Second},
+		{"503, Retry-After 0", retryhttp.Attempt{Count: 2, Res: res(503, "0")}, 0},
+		{"502 ignores Retry-After", retryhttp.Attempt{Count: 1, Res: res(502, "7")}, time.Second},
+		{"Retry-After not seconds", retryhttp.Attempt{Count: 2, Res: res(429, "soon")}, 2 * time.Second},
+		{"Retry-After negative", retryhttp.Attempt{Count: 1, Res: res(429, "-1")}, time.Second},
+		{"Retry-After beyond the cap", retryhttp.Attempt{Count: 1, Res: res(429, "120")}, 2 * time.Minute},
+	}
+	for _, tt := range delays {
+		assert.Equal(t, tt.want, retryablehttpDelay(tt.give), tt.name)
+	}
+}
+
+// TestRateLimit runs the ratelimit scenario at a small scale. It asserts
+// what the policies without a budget do, and what every row must satisfy
+// (the bucket's physical law, the counts), but no bar for the defaults.
+func TestRateLimit(t *testing.T) {
+	setup := rateSetup{
+		batches: []batch{
+			{name: "wide", n: 4, workers: 4, rate: 1, burst: 1, retryAfter: 1},
+			{name: "pool", n: 6, workers: 2, rate: 4, burst: 2, retryAfter: 1, probe: true},
+		},
+		open: openLoop{rate: 10, burst: 2, offered: 15, retryAfter: 1, duration: time.Second},
+	}
+	cfg := tiny(t, "ratelimit")
+	r, err := rateLimitRun(context.Background(), cfg, setup)
+	require.NoError(t, err)
+	require.Len(t, r.batches, 2*len(closedLoopPolicies()))
+	for _, row := range r.batches {
+		name := row.batch.name + ", " + row.policy.name
+		t.Logf("%s: %d of %d in %v, %d attempts, %d early, /free %+v", name, row.ok, row.sent, row.elapsed, row.arrivals, row.early, row.free)
+		assert.False(t, row.stopped, name)
+		assert.Equal(t, row.batch.n, row.sent, name)
+		assert.GreaterOrEqual(t, row.arrivals, int64(row.sent), name)
+		// The bucket allows at most its burst, and its rate after.
+		assert.LessOrEqual(t, float64(row.ok), float64(row.batch.burst)+row.batch.rate*row.elapsed.Seconds()+1e-6, name)
+		if row.policy.name == retryablehttpPolicy().name {
+			assert.Zero(t, row.early, "%s: waits exactly Retry-After", name)
+		}
+		if row.batch.probe {
+			assert.Positive(t, row.free.gets, name)
+			assert.Positive(t, row.free.p99, name)
+			if row.policy.name != freshDefaultsPolicy().name {
+				assert.Zero(t, row.free.failed, name)
+			}
+		} else {
+			assert.Zero(t, row.free.gets, name)
+		}
+	}
+	// wide: 4 requests at once, a burst of 1, 1 per second. Without a
+	// budget, every 429 is retried: more than one attempt per request; the
+	// go-retryablehttp policy's 4 retries, 1s apart, get every request
+	// through, one per second.
+	for _, row := range r.batches[:len(closedLoopPolicies())] {
+		if row.policy.name == freshDefaultsPolicy().name {
+			continue
+		}
+		assert.Greater(t, row.arrivals, int64(row.batch.n), row.policy.name)
+	}
+	rh := r.batches[len(closedLoopPolicies())-1]
+	require.Equal(t, retryablehttpPolicy().name, rh.policy.name)
+	assert.Equal(t, rh.batch.n, rh.ok)
+	assert.GreaterOrEqual(t, rh.elapsed, rh.batch.limit())
+
+	// The open loop: 15 arrivals in 1s at 10 per second and a burst of 2:
+	// at least 3 are limited, and retried without a budget.
+	require.Len(t, r.open, len(closedLoopPolicies()))
+	for _, row := range r.open {
+		assert.Equal(t, 15, row.sum.requests, row.policy.name)
+		assert.GreaterOrEqual(t, row.arrivals, int64(row.sum.requests), row.policy.name)
+		if row.policy.name != freshDefaultsPolicy().name {
+			assert.Greater(t, row.amplification, 1.0, row.policy.name)
+		}
+		if row.policy.name == retryablehttpPolicy().name {
+			assert.Zero(t, row.early, row.policy.name)
+		}
+	}
+
+	sections := rateSections(r)
+	require.Len(t, sections, 2)
+	assert.Len(t, sections[0].rows, len(r.batches))
+	assert.Len(t, sections[1].rows, len(r.open))
+	assert.Equal(t, "—", sections[0].rows[0][7], "no /free probe in wide")
+	assert.Contains(t, sections[0].rows[len(closedLoopPolicies())][8], "of", "the /free probe in pool")
+}
+
+// TestEarlyRetries checks that early counts retries sent at once after a
+// 429 that asked for a second.
+func TestEarlyRetries(t *testing.T) {
+	row, err := runBatch(context.Background(), batch{name: "now", n: 3, workers: 3, rate: 1, burst: 1, retryAfter: 1}, immediatePolicy())
+	require.NoError(t, err)
+	t.Logf("%d attempts, %d early", row.arrivals, row.early)
+	// At least two of the three first attempts got a 429; each was
+	// retried at once, three times, or until a retry got through.
+	assert.Positive(t, row.early)
+	assert.LessOrEqual(t, row.early, row.arrivals-int64(row.batch.n))
+}
+
+// TestBlip runs each variant once. It asserts what the go-retryablehttp
+// policy does (its first retry comes 1s after a 503, after the blip) and
+// what every row must satisfy, but no bar for the defaults.
+func TestBlip(t *testing.T) {
+	cfg := tiny(t, "blip")
+	cfg.runs = 1
+	var out bytes.Buffer
+	res, err := run(context.Background(), &out, cfg)
+	require.NoError(t, err)
+	require.NotNil(t, res.blip)
+	assert.Contains(t, out.String(), "A worker pool through a blip")
+	require.Len(t, res.blip.rows, len(blipVariants)*len(closedLoopPolicies()))
+	for _, row := range res.blip.rows {
+		name := row.variant.name + ", " + row.policy.name
+		t.Logf("%s: %d of %d failed, %d attempts, drains %v", name, row.failed, row.requests, row.attempts, row.drains())
+		require.Len(t, row.runs, 1, name)
+		assert.Equal(t, blipCallers*row.variant.gets, row.requests, name)
+		assert.Zero(t, row.warmFailed, name)
+		assert.Len(t, row.drains(), 1, "%s: the blip started", name)
+		assert.GreaterOrEqual(t, row.attempts, int64(row.requests), name)
+		switch row.policy.name {
+		case fullJitterPolicy().name:
+			assert.Greater(t, row.attempts, int64(row.requests), "%s: the first request met the blip, and was retried", name)
+			assert.LessOrEqual(t, row.attempts, int64(4*row.requests), name)
+		case retryablehttpPolicy().name:
+			assert.Greater(t, row.attempts, int64(row.requests), name)
+			assert.LessOrEqual(t, row.attempts, int64(2*row.requests), "%s: one retry, 1s later, gets through", name)
+			assert.Zero(t, row.failed, name)
+			// The blip's first request is retried 1s after it began.
+			assert.GreaterOrEqual(t, row.drains()[0], time.Second-blipLength, name)
+		}
+	}
+	assert.Len(t, blipSection(*res.blip).rows, len(res.blip.rows))
 }

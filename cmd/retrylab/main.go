@@ -1,7 +1,7 @@
 // Command retrylab reproduces retry storms on loopback and shows what
 // retryhttp's defaults (jittered backoff and a retry budget) do to them.
 //
-// It runs six scenarios, each with real HTTP servers and clients on
+// It runs ten scenarios, each with real HTTP servers and clients on
 // 127.0.0.1, a fresh server and fresh clients per policy:
 //
 //   - herd: many clients, a server that fails for a while and recovers;
@@ -28,18 +28,32 @@
 //   - deadline: client → S1 → S2 with S2's capacity halved for a while;
 //     S2's work for callers who had gone, with and without deadlines that
 //     travel (deadline.go).
+//   - ratelimit: a rate-limited API (a token bucket answering 429 with
+//     Retry-After beyond its rate) and closed loops: batch jobs whose
+//     workers wait for each answer; success, time against the physical
+//     limit, attempts per request, retries sent before the stated pause,
+//     the latency of an unlimited path of the same host; and an open loop
+//     at 1.5× the rate (ratelimit.go, limiter.go).
+//   - blip: a worker pool whose host answers 503 for 300ms, warm or
+//     cold; failures, and how soon the last request ends after the blip
+//     (blip.go).
+//
+// Their rows are retryhttp's defaults, full jitter without a budget, and a
+// policy mimicking go-retryablehttp's defaults. They run in real time at any
+// -timescale: a Retry-After is whole seconds, and the retry budget's own
+// times are not scaled.
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes under two minutes on a
-// quiet machine.
+// the -out directory. The whole default run takes under three minutes on a
+// quiet machine, of which ratelimit and blip about a minute.
 //
 // Usage:
 //
-//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|all] [-clients 200]
-//	    [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1]
+//	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|ratelimit|blip|all]
+//	    [-clients 200] [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1] [-runs 5]
 package main
 
 import (
@@ -57,7 +71,7 @@ import (
 
 // scenarios are the names -scenario accepts, besides all, in the order all
 // runs them.
-var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "replica", "deadline"}
+var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "replica", "deadline", "ratelimit", "blip"}
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -67,12 +81,13 @@ type config struct {
 	seed      uint64
 	out       string
 	timescale float64   // real time per model time
+	runs      int       // of each variant of blip
 	rerun     bool      // rows the machine was too loaded for may be run again (untilCalm)
 	began     time.Time // when the run began, set by run; bounds the re-runs
 }
 
 func defaultConfig() config {
-	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, rerun: true}
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, runs: blipDefault, rerun: true}
 }
 
 // scale converts a model duration to real time.
@@ -98,8 +113,8 @@ func (c config) scaleNote() []string {
 
 // command returns the command line that reproduces the run.
 func (c config) command() string {
-	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g",
-		c.scenario, c.clients, c.duration, c.seed, c.timescale)
+	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g -runs %d",
+		c.scenario, c.clients, c.duration, c.seed, c.timescale, c.runs)
 }
 
 func (c config) validate() error {
@@ -112,6 +127,8 @@ func (c config) validate() error {
 		return errors.New("-duration must be in [1s, 1m]")
 	case !(c.timescale >= 0.05 && c.timescale <= 10):
 		return errors.New("-timescale must be in [0.05, 10]")
+	case c.runs < 1 || c.runs > blipMaxRuns:
+		return fmt.Errorf("-runs must be in [1, %d]", blipMaxRuns)
 	}
 	return nil
 }
@@ -124,6 +141,7 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
 	flag.StringVar(&cfg.out, "out", cfg.out, "directory for the report: SVG charts and index.html")
 	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
+	flag.IntVar(&cfg.runs, "runs", cfg.runs, "how many times blip runs each of its variants")
 	// go run builds the program in a cache directory, whose path os.Args[0]
 	// would print as the program's name: the usage names it as it is run.
 	flag.Usage = func() {
@@ -150,6 +168,8 @@ type results struct {
 	flaky    *flakyResult
 	replica  *flakyResult
 	deadline *deadlineResult
+	rate     *rateResult
+	blip     *blipResult
 	report   string // path of index.html
 }
 
@@ -237,6 +257,24 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.deadline = &r
 		add(deadlineSection(r, cfg))
+	}
+	if want("ratelimit") {
+		r, err := runRateLimit(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("ratelimit: %w", err)
+		}
+		res.rate = &r
+		for _, s := range rateSections(r) {
+			add(s)
+		}
+	}
+	if want("blip") {
+		r, err := runBlip(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("blip: %w", err)
+		}
+		res.blip = &r
+		add(blipSection(r))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
@@ -158,6 +159,77 @@ func metastablePolicies() []policy {
 // overloadPolicies are the rows of the overload scenario.
 func overloadPolicies() []policy {
 	return []policy{immediatePolicy(), exponentialPolicy(), fullJitterPolicy(), defaultsPolicy()}
+}
+
+// freshDefaultsPolicy is defaultsPolicy with a retry budget of its own,
+// made anew for every transport (retryhttp.NewRetryBudget with the default
+// options), so that rows run one after the other, or side by side, do not
+// share the process's default budget.
+func freshDefaultsPolicy() policy {
+	p := defaultsPolicy()
+	p.about = "retryhttp.New() with a fresh default budget per row (WithRetryBudget(NewRetryBudget(RetryBudgetOptions{}))): full jitter + retry budget"
+	p.transport = func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+		return newTransport(extra, retryhttp.WithTransport(base),
+			retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})), scaled(nil, scale))
+	}
+	return p
+}
+
+// retryablehttpPolicy mimics the defaults of hashicorp/go-retryablehttp
+// v0.7.8 (NewClient: RetryMax 4, RetryWaitMin 1s, RetryWaitMax 30s,
+// DefaultRetryPolicy, DefaultBackoff) with retryhttp's public options: no
+// budget, 4 retries, retryablehttpShouldRetry and retryablehttpDelay.
+func retryablehttpPolicy() policy {
+	return policy{
+		name: "go-retryablehttp policy",
+		about: "go-retryablehttp v0.7.8's defaults: 4 retries of any method on a transport error, 429 or 5xx but 501; " +
+			"wait exactly Retry-After (seconds) on a 429 or 503 with one, else 1s·2^(n-1) up to 30s, no jitter; no budget",
+		transport: func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+			return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(nil), retryhttp.WithMaxRetries(4),
+				retryhttp.WithShouldRetryFn(retryablehttpShouldRetry), scaled(retryablehttpDelay, scale))
+		},
+	}
+}
+
+// retryablehttpShouldRetry is go-retryablehttp's DefaultRetryPolicy: no
+// retry once the caller's context is done; otherwise a retry on any
+// transport error (it leaves out a few it recognises by their message: too
+// many redirects, a bad scheme or header, an untrusted certificate, none of
+// which the lab meets), on 429, and on every 5xx but 501, whatever the
+// method.
+func retryablehttpShouldRetry(a retryhttp.Attempt) bool {
+	switch {
+	case a.Req != nil && a.Req.Context().Err() != nil:
+		return false
+	case a.Err != nil:
+		return true
+	case a.Res == nil:
+		return false
+	case a.Res.StatusCode == http.StatusTooManyRequests:
+		return true
+	}
+	code := a.Res.StatusCode
+	return code == 0 || code >= 500 && code != http.StatusNotImplemented
+}
+
+// retryablehttpDelay is go-retryablehttp's DefaultBackoff with its default
+// bounds: on a 429 or 503 with a Retry-After of whole seconds (it also reads
+// HTTP-dates, which the lab's servers do not send), exactly that; else
+// 1s·2^(n-1) before retry n, capped at 30s; no jitter.
+func retryablehttpDelay(a retryhttp.Attempt) time.Duration {
+	if res := a.Res; res != nil && (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) {
+		if v := res.Header.Values("Retry-After"); len(v) > 0 {
+			if s, err := strconv.ParseInt(v[0], 10, 64); err == nil && s >= 0 {
+				return time.Duration(min(s, int64(time.Duration(1<<62)/time.Second))) * time.Second
+			}
+		}
+	}
+	return min(time.Second<<min(max(a.Count-1, 0), 5), 30*time.Second)
+}
+
+// closedLoopPolicies are the rows of the ratelimit and blip scenarios.
+func closedLoopPolicies() []policy {
+	return []policy{freshDefaultsPolicy(), fullJitterPolicy(), retryablehttpPolicy()}
 }
 
 // newBase returns the pooled base transport of one run: enough idle

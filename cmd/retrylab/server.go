@@ -234,9 +234,18 @@ var errStatus = errors.New("status other than 200")
 // get sends a GET to url through c and reports success: a 200 response whose
 // body was read to the end.
 func get(ctx context.Context, c *http.Client, url string) error {
+	return getAs(ctx, c, url, "")
+}
+
+// getAs is get for the logical request id, which every attempt carries in
+// labRequestHeader; "" sends none.
+func getAs(ctx context.Context, c *http.Client, url, id string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
+	}
+	if id != "" {
+		req.Header.Set(labRequestHeader, id)
 	}
 	res, err := c.Do(req)
 	if err != nil {
