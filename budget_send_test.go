@@ -19,8 +19,9 @@ import (
 // with the response it had, body and all. A delay longer than MaxWait, or a
 // response too long to keep, takes its token before the wait: no retry
 // waits that long to be refused, and none is refused after its response was
-// let go; so does the retry of a response that asked the client to back
-// off, whose token is spent whatever the retry brings.
+// let go. The retry of a response that asked for a pause takes none: it
+// waits in its host's pause lane, and is sent even when the bucket was
+// spent meanwhile (pause.go).
 func TestBudgetTokenTakenWhenSent(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -40,8 +41,8 @@ func TestBudgetTokenTakenWhenSent(t *testing.T) {
 			wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
 		{name: "a body too long to keep takes it up front", delay: 10 * time.Millisecond, bodyLen: 5000, spend: true,
 			wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
-		{name: "a response asking to back off takes it up front", delay: 10 * time.Millisecond, bodyLen: 4,
-			retryAfter: "1", spend: true, wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
+		{name: "a response asking for a pause takes none: it waits in the pause lane", delay: 10 * time.Millisecond, bodyLen: 4,
+			retryAfter: "1", spend: true, wantTokens: 1, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

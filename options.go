@@ -101,10 +101,11 @@ func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
 }
 
 func withDelay(fn DelayFn) patch {
+	floor := fn == nil
 	if fn == nil {
 		fn = DefaultDelayFn
 	}
-	return func(s *settings) { s.delay = fn }
+	return func(s *settings) { s.delay, s.pauseFloor = fn, floor }
 }
 
 // WithPreventRetryWithBody, when true, disables retries for every request
@@ -190,6 +191,7 @@ type settings struct {
 	shouldRetry          ShouldRetryFn
 	rules                *retryPolicy // shouldRetry's, when it is this package's (shouldretry.go); nil: the caller's function
 	delay                DelayFn
+	pauseFloor           bool // delay is DefaultDelayFn: a stated pause is waited in full (pause.go)
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
 	maxDelay             time.Duration
@@ -215,6 +217,7 @@ func defaultSettings() settings {
 		shouldRetry:     DefaultShouldRetryFn,
 		rules:           &defaultRetryPolicy,
 		delay:           DefaultDelayFn,
+		pauseFloor:      true,
 		maxDelay:        defaultMaxDelay,
 		bodyBufferLimit: defaultBodyBufferLimit,
 

@@ -25,10 +25,13 @@ import (
 // parked so far. It returns the retry's lease, or why to stop and the
 // error to return with a's response: the response is returned as it is, or
 // the error joined with the sentinel of the reason.
-func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, acct *retryAccount) (lease, StopReason, error) {
+func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, pause bool, acct *retryAccount) (lease, StopReason, error) {
 	b := s.budget
-	if b == nil {
+	switch {
+	case b == nil:
 		return t.proceed(ctx, s, acct, lease{}, a, d, d)
+	case pause && b.core.Pauses():
+		return t.awaitPause(ctx, s, a, d, acct)
 	}
 	core := b.core
 	h := core.Host(a.Req)
@@ -63,7 +66,7 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 		return t.proceed(ctx, s, acct, acct.owe(core, h, a), a, d, 0)
 	}
 	start := t.clock().Now()
-	l, why := t.park(ctx, core, h, a, until)
+	l, why := t.park(ctx, core, h, a, budget.NewWaiter(t.breakers.owner()), until)
 	acct.waited += t.clock().Now().Sub(start)
 	switch {
 	case why == 0 && !l.Held(): // released with a token
@@ -197,8 +200,7 @@ func (t *Transport) parkable(ctx context.Context, s *settings, h *budget.Host, d
 // wakes up on its own, every budget.PollInterval, to look at the gate (the host's
 // recent first attempts change with time alone); the others sleep until
 // their bound, or until a change of state wakes them.
-func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, a Attempt, until time.Time) (lease, StopReason) {
-	w := budget.NewWaiter(t.breakers.owner())
+func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, a Attempt, w *budget.Waiter, until time.Time) (lease, StopReason) {
 	if !t.breakers.park(a.Req, b, func() bool { return b.Enqueue(h, w) }) {
 		return lease{}, StopBudgetRefused
 	}
@@ -214,7 +216,7 @@ func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, 
 		}
 	}()
 	for {
-		state, first, l := b.Check(h, w)
+		state, wake, l := b.Check(h, w)
 		switch state {
 		case budget.WaitReleased:
 			t.obs.reportPark(ParkEvent{Kind: ParkReleased, Attempt: a, Waited: c.Now().Sub(start)}, h)
@@ -224,7 +226,7 @@ func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, 
 			return lease{}, StopCircuitOpen
 		}
 		// The bound of the request, or the host's: no success for MaxWait.
-		sleep := min(until.Sub(c.Now()), b.Alive(h))
+		sleep := min(until.Sub(c.Now()), b.Alive(h, w))
 		if sleep <= 0 {
 			if _, released := b.Leave(h, w); released {
 				continue // released as it gave up: take the slot
@@ -232,8 +234,8 @@ func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, 
 			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopBudgetRefused}, h)
 			return lease{}, StopBudgetRefused
 		}
-		if first {
-			sleep = min(sleep, budget.PollInterval)
+		if wake > 0 {
+			sleep = min(sleep, wake)
 		}
 		if timer == nil {
 			fire, timer = c.NewTimer(sleep)

@@ -229,7 +229,12 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 
 		// 3. Choose the wait. Don't wait longer than the transport allows,
 		// nor past the caller's deadline: hand over the last outcome.
+		// With the default delay, a pause the server stated is waited
+		// in full (pause.go).
 		d := max(s.delay(a), 0)
+		if o.Pause && s.pauseFloor {
+			d = max(d, o.Stated)
+		}
 		if d > s.maxDelay {
 			return res, ending{StopDelayTooLong, count}, err
 		}
@@ -244,7 +249,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
-		if l, why, err = t.awaitRetry(ctx, s, a, d, &acct); why == StopCanceled {
+		if l, why, err = t.awaitRetry(ctx, s, a, d, o.Pause, &acct); why == StopCanceled {
 			return nil, ending{why, count}, err
 		} else if why != 0 {
 			return res, ending{why, count}, err
@@ -287,6 +292,7 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 	}
 	o.Timeout = s.attemptTimeout
 	if b != nil {
+		o.Stated, o.Pause = t.pauseOf(res)
 		b.settle(req, success(res), res != nil, o, l)
 	}
 	return res, err

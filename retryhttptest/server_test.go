@@ -143,7 +143,10 @@ func TestClockCountsAgainstTheDeadline(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var stop retryhttp.StopReason
 	exact := retryhttp.CustomizedDelayFn(retryhttp.CustomizedDelayFnOptions{JitterMagnitude: -1})
-	c := client(t, retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithDelayFn(exact), retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+	// The budget reads the same clock: the retries of a 429 wait in its
+	// pause lane, paced on the budget's clock.
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Clock: clock})
+	c := client(t, retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithRetryBudget(b), retryhttp.WithDelayFn(exact), retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if !d.Retry {
 			stop = d.Reason
 		}

@@ -94,6 +94,10 @@ func (b *Budget) clock() int64 {
 // Now is the time on b's clock as Outcome.At counts it.
 func (b *Budget) Now() int64 { return b.clock() }
 
+// Pauses reports whether the retries of responses that asked for a pause
+// wait in their host's lane (lane.go): parking is on.
+func (b *Budget) Pauses() bool { return !b.noParking }
+
 // Real reports whether b runs on the real clock.
 func (b *Budget) Real() bool { return b.clk == nil }
 
@@ -115,6 +119,8 @@ type Outcome struct {
 	Neutral bool          // cancelled: says nothing about the host
 	At      int64         // when it ended, on b's clock (Now), if AtKnown
 	AtKnown bool          // else Settle reads the clock
+	Pause   bool          // its response asked for a pause (a 429, Retry-After, a rate-limit reset)
+	Stated  time.Duration // the pause it stated, if any
 }
 
 // Settle records the outcome of an attempt that sent req: ok if it
@@ -151,6 +157,23 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 	at := o.At
 	if !o.AtKnown {
 		at = b.clock()
+	}
+	if o.Pause {
+		h.paused(at, o.Stated) // lane.go
+	}
+	if l != nil && l.lane && l.held {
+		l.held = false
+		out := outcomeOf(ok)
+		if o.Neutral || !answered && req.Context().Err() != nil {
+			out = SlotNeutral
+		}
+		h.mu.Lock()
+		slowed := h.laneSettle(at, l.seq, out, o.Pause)
+		h.step(at, input{ev: evPoke})
+		h.mu.Unlock()
+		if slowed {
+			h.Withdraw() // the lane's retries that fail spend the bucket
+		}
 	}
 	switch {
 	case !ok && o.First && answered && h.stats.streak.Load() < outageStreak:

@@ -16,6 +16,7 @@ type Lease struct {
 	host *Host
 	seq  uint64
 	held bool
+	lane bool // released by the pause lane (lane.go)
 	owed int
 }
 
@@ -30,7 +31,12 @@ func (l *Lease) End(out SlotOutcome, lat, timeout time.Duration) {
 	l.held = false
 	h := l.host
 	h.mu.Lock()
-	h.step(l.b.clock(), input{ev: evSettle, out: out, seq: l.seq, lat: lat, timeout: timeout})
+	if l.lane {
+		h.laneSettle(l.b.clock(), l.seq, out, false)
+		h.step(l.b.clock(), input{ev: evPoke})
+	} else {
+		h.step(l.b.clock(), input{ev: evSettle, out: out, seq: l.seq, lat: lat, timeout: timeout})
+	}
 	h.mu.Unlock()
 }
 

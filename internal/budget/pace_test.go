@@ -8,43 +8,51 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPacerReleasesAtAShareOfTraffic: parked retries whose host answers at
-// once (their slots come back in no time) leave at most at releaseShare
-// per first attempt the host receives (and one per probeQuiet, for a host
-// without traffic), not as fast as the window would let them; and one at a
-// time: each event of the host (here, a first attempt that succeeds and
-// looks at the queue, as Settle's poke does) releases what it earned,
-// never a batch saved up. With a share below 2, that is one release per
-// first attempt when nothing else happens on the host.
-func TestPacerReleasesAtAShareOfTraffic(t *testing.T) {
-	for _, rate := range []int{100, 400, 1000} { // first attempts per second (the window of 20 is not the bound)
+// TestPacerReleasesAsTheHostAnswers: parked retries leave one at a time,
+// never in a batch saved up: a gate long open releases one, each answer of
+// the host releases the next (so that a closed loop, whose callers all
+// wait and send no first attempt, drains as fast as the host answers), and
+// retries the host does not answer yet leave at most at releaseShare per
+// first attempt it receives, within the window.
+func TestPacerReleasesAsTheHostAnswers(t *testing.T) {
+	for _, rate := range []int{100, 400, 1000} { // first attempts per second
 		f := newPacerFixture(t)
 		// 800ms of traffic at rate, all fine: the gate is open.
 		f.firsts(8*rate/10, 0, 800*time.Millisecond, time.Millisecond)
 		ws := f.park(10_000)
-		settle := func() int {
-			n := 0
+		released := func() []*Waiter {
+			var rs []*Waiter
 			for _, w := range ws {
 				if w.state == WaitReleased {
-					n++
+					rs = append(rs, w)
 					w.state = WaitLeft
-					f.step(input{ev: evSettle, out: SlotOK, seq: w.seq, lat: time.Millisecond})
 				}
 			}
-			return n
+			return rs
 		}
-		require.LessOrEqual(t, settle(), 1, "rate %d/s: a gate long open saves nothing up", rate)
-		// 500ms more of the same traffic, each first attempt followed by
-		// a poke; every released retry succeeds at once.
-		released, most := 0, 0
-		for range rate / 2 {
+		rs := released()
+		require.Len(t, rs, 1, "rate %d/s: a gate long open saves nothing up", rate)
+		// Each answer releases exactly the next one, with no first
+		// attempt and no time passing.
+		for range 100 {
+			f.step(input{ev: evSettle, out: SlotOK, seq: rs[0].seq, lat: time.Millisecond})
+			rs = released()
+			require.Len(t, rs, 1, "rate %d/s: one answer, one release", rate)
+		}
+		// Unanswered, they leave at the pace of the first attempts, one
+		// per event (a share below 2 releases one per first attempt when
+		// nothing else happens on the host), until the window is full.
+		n, most := 0, 0
+		for range rate / 10 {
 			f.firsts(1, 0, time.Second/time.Duration(rate), time.Millisecond)
 			f.step(input{ev: evPoke})
-			n := settle()
-			released, most = released+n, max(most, n)
+			k := len(released())
+			n, most = n+k, max(most, k)
 		}
-		assert.InDelta(t, float64(rate)/2, float64(released), 2, "rate %d/s", rate)
+		window, inFlight, _ := f.h.Pacing()
 		assert.Equal(t, 1, most, "rate %d/s: never a batch", rate)
+		assert.LessOrEqual(t, inFlight, window, "rate %d/s", rate)
+		assert.InDelta(t, min(rate/10, window-1), n, 1, "rate %d/s", rate)
 	}
 }
 

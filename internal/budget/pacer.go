@@ -78,8 +78,12 @@ type Host struct {
 	inFlight atomic.Int32 // slots held, for readers without mu
 	window   atomic.Int32 // p.window rounded down, for readers without mu
 
-	mu sync.Mutex
-	p  pacer // guarded by mu
+	pause pauseState   // the host's pause answers (lane.go)
+	lanes atomic.Int32 // retries waiting in the lane or released by it, for readers without mu
+
+	mu   sync.Mutex
+	p    pacer // guarded by mu
+	lane lane  // guarded by mu
 }
 
 func newHost(capacity int64, maxWait time.Duration, at int64) *Host {
@@ -108,7 +112,9 @@ func (h *Host) Idle() bool {
 
 // Busy reports whether callers wait on the host, or hold its slots: its
 // state must then be kept.
-func (h *Host) Busy() bool { return h.waiting.Load() > 0 || h.inFlight.Load() > 0 }
+func (h *Host) Busy() bool {
+	return h.waiting.Load() > 0 || h.inFlight.Load() > 0 || h.lanes.Load() > 0
+}
 
 // pacer is the window of parked retries of one host and their queue.
 type pacer struct {
@@ -182,10 +188,18 @@ func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 	}
 	switch in.ev {
 	case evPark:
-		p.queue.push(in.w)
+		if in.w.lane {
+			h.lane.queue.push(in.w)
+		} else {
+			p.queue.push(in.w)
+		}
 	case evLeave:
 		if in.w.state == WaitParked {
-			p.queue.remove(in.w)
+			if in.w.lane {
+				h.lane.queue.remove(in.w)
+			} else {
+				p.queue.remove(in.w)
+			}
 			in.w.state = WaitLeft
 		}
 	case evSettle:
@@ -198,6 +212,11 @@ func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 		switch {
 		case in.out == SlotOK:
 			p.grow(limit)
+			// The host answered: the answer releases the next, so that
+			// parked retries drain as fast as the host answers them
+			// when no first attempt arrives to pace them (a closed loop
+			// whose callers all wait).
+			p.credit = min(p.credit+1, releaseShare)
 		case in.out == SlotFailed && in.seq > p.halvedAt:
 			// Halve once per round: retries released before the last
 			// halving were sent into the old window.
@@ -210,14 +229,16 @@ func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 			granted, seq = true, p.take()
 		}
 	case evFail:
-		for w := p.queue.head; w != nil; {
-			next := w.next
-			if w.owner == in.owner {
-				p.queue.remove(w)
-				w.state = WaitFailed
-				w.ring()
+		for _, q := range []*waitQueue{&p.queue, &h.lane.queue} {
+			for w := q.head; w != nil; {
+				next := w.next
+				if w.owner == in.owner {
+					q.remove(w)
+					w.state = WaitFailed
+					w.ring()
+				}
+				w = next
 			}
-			w = next
 		}
 	case evPoke:
 	}
@@ -231,8 +252,10 @@ func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 	if p.queue.head != head && p.queue.head != nil {
 		p.queue.head.ring()
 	}
+	h.laneStep(at)
 	h.waiting.Store(int32(p.queue.n))
 	h.inFlight.Store(int32(p.inFlight))
+	h.lanes.Store(int32(h.lane.queue.n + h.lane.inFlight))
 	h.window.Store(int32(p.window))
 	return granted, seq
 }

@@ -26,6 +26,9 @@ type Waiter struct {
 	state      WaitState
 	seq        uint64       // the slot's number, once released; 0: released with a token
 	owner      *breaker.Set // the circuits of its Transport (evFail)
+	lane       bool         // waits in the pause lane (lane.go), not the outage's queue
+	hold       bool         // in the lane: not released before the host's stated pause ran out
+	timeless   bool         // in the lane: its caller waits on another clock than the budget's
 	prev, next *Waiter
 }
 
@@ -33,6 +36,17 @@ type Waiter struct {
 // circuit of owner opens (FailParked); owner may be nil.
 func NewWaiter(owner *breaker.Set) *Waiter {
 	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
+}
+
+// NewLaneWaiter returns a retry about to wait in the pause lane, as
+// NewWaiter; hold: not released before the host's latest stated pause has
+// run out; clock: the clock its caller waits on (nil: the real one). A
+// caller on another clock than b's cannot wait for a time on b's: the
+// lane releases it as the host answers, without the pace's gap or the
+// hold.
+func (b *Budget) NewLaneWaiter(owner *breaker.Set, hold bool, clock any) *Waiter {
+	timeless := clock != any(b.clk) && (clock != nil || b.clk != nil)
+	return &Waiter{ch: make(chan struct{}, 1), owner: owner, lane: true, hold: hold && !timeless, timeless: timeless}
 }
 
 // Rung is rung when w's state changes or it becomes the first in its
@@ -98,30 +112,48 @@ func (b *Budget) Parks(h *Host) bool {
 func (b *Budget) Enqueue(h *Host, w *Waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.p.queue.n >= b.maxParked {
+	if h.p.queue.n+h.lane.queue.n >= b.maxParked {
 		return false
 	}
 	h.step(b.clock(), input{ev: evPark, w: w})
 	return true
 }
 
-// Check returns where w, parked on h, stands, whether it is the first in
-// the queue (which watches the gate), and, once released, its lease.
-func (b *Budget) Check(h *Host, w *Waiter) (WaitState, bool, Lease) {
+// Check returns where w, parked on h, stands, how long it may sleep before
+// it looks again on its own (0: until it is rung), and, once released, its
+// lease. The first in the outage's queue looks every PollInterval (the
+// gate changes with time alone); the first in the lane when the pace
+// allows its release.
+func (b *Budget) Check(h *Host, w *Waiter) (WaitState, time.Duration, Lease) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return w.state, h.p.queue.head == w, b.leaseOf(h, w)
+	var wake time.Duration
+	switch {
+	case w.state != WaitParked:
+	case w.lane && h.lane.queue.head == w:
+		if at := h.laneWake(w); at > 0 {
+			wake = max(time.Duration(at-b.clock()), time.Microsecond)
+		}
+	case !w.lane && h.p.queue.head == w:
+		wake = PollInterval
+	}
+	return w.state, wake, b.leaseOf(h, w)
 }
 
 // leaseOf returns the lease of w, released on h: a slot, or a token.
 func (b *Budget) leaseOf(h *Host, w *Waiter) Lease {
-	return Lease{b: b, host: h, seq: w.seq, held: w.seq != 0}
+	return Lease{b: b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane}
 }
 
-// Alive returns how long h may go on without a success before a parked
-// retry gives up on it: MaxWait since its latest success.
-func (b *Budget) Alive(h *Host) time.Duration {
-	return b.maxWait - time.Duration(b.clock()-h.stats.lastOK.Load())
+// Alive returns how long h may go on without a success before w, parked
+// on it, gives up: MaxWait since its latest success, and for a retry in
+// the lane the host's latest stated pause on top.
+func (b *Budget) Alive(h *Host, w *Waiter) time.Duration {
+	d := b.maxWait - time.Duration(b.clock()-h.stats.lastOK.Load())
+	if w.lane {
+		d += time.Duration(h.pause.stated.Load())
+	}
+	return d
 }
 
 // Poke lets h look at the time: the gate may have opened.
