@@ -155,6 +155,24 @@ func WithMaxDelay(maxDelay time.Duration) Option {
 	return option(func(s *settings) { s.maxDelay = maxDelay })
 }
 
+// WithHoldDuringPause, when true, holds every request to a destination
+// host, first attempts included, while the pause that host's server last
+// stated runs (a 429 or another failed response with Retry-After or a
+// rate-limit reset header, docs/ratelimit.md): the request waits in the
+// host's pause lane until the pause is over, then leaves at the pace the
+// host accepts, so that it does not meet the limit a 429 announced. For
+// APIs that ask for it (GitHub's "continuing to make requests while you
+// are rate limited may result in the banning of your integration"). Off by
+// default: a limit may be per endpoint or per model, and the pause of one
+// request then says nothing of the others'. It needs the retry budget
+// (the default one, or WithRetryBudget's), which keeps the host's state;
+// with the budget off, or NoParking, it does nothing. A held request waits
+// as a parked retry does: within its deadline less one attempt timeout,
+// and the maximum delay (WithMaxDelay); past them it is sent.
+func WithHoldDuringPause(hold bool) Option {
+	return option(func(s *settings) { s.holdDuringPause = hold })
+}
+
 // WithBodyBufferLimit sets how many bytes of a request body without GetBody
 // are kept in memory so that the request can be retried. Such a body is
 // streamed to the first attempt as it comes, as net/http would send it, and
@@ -192,6 +210,7 @@ type settings struct {
 	rules                *retryPolicy // shouldRetry's, when it is this package's (shouldretry.go); nil: the caller's function
 	delay                DelayFn
 	pauseFloor           bool // delay is DefaultDelayFn: a stated pause is waited in full (pause.go)
+	holdDuringPause      bool // WithHoldDuringPause (pause.go)
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
 	maxDelay             time.Duration

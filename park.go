@@ -35,7 +35,8 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	}
 	core := b.core
 	h := core.Host(a.Req)
-	kept := respbody.Keep(a.Res)
+	// A retry sent at once keeps nothing: no wait needs its response.
+	kept := d == 0 || respbody.Keep(a.Res)
 	l, taken, waited, err := t.takeAtSend(ctx, s, acct, h, a, d, kept)
 	wait := d // what remains of the delay
 	if waited {
@@ -47,6 +48,9 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 		return lease{}, StopCanceled, err
 	case taken:
 		return t.proceed(ctx, s, acct, l, a, d, wait)
+	}
+	if d == 0 { // it may park: then it keeps its response
+		kept = respbody.Keep(a.Res)
 	}
 	until, ok := t.parkable(ctx, s, h, wait, acct.waited, kept)
 	switch {

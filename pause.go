@@ -62,7 +62,7 @@ func (t *Transport) awaitPause(ctx context.Context, s *settings, a Attempt, d ti
 	if t.breakers.isOpen(a.Req) {
 		return lease{}, StopCircuitOpen, markGiveUp(StopCircuitOpen, a.Count, a.Err)
 	}
-	l, why := t.park(ctx, core, h, a, core.NewLaneWaiter(t.breakers.owner(), false, t.clk), until)
+	l, why := t.park(ctx, core, h, a, core.NewLaneWaiter(t.breakers.owner(), s.holdDuringPause, t.clk), until)
 	switch why {
 	case 0:
 		discard(a.Res)
@@ -72,4 +72,31 @@ func (t *Transport) awaitPause(ctx context.Context, s *settings, a Attempt, d ti
 		return lease{}, why, ctx.Err()
 	}
 	return lease{}, why, markGiveUp(why, a.Count, a.Err)
+}
+
+// holdFirst holds the first attempt of req while the pause its host's
+// server last stated runs (WithHoldDuringPause): it waits in the host's
+// pause lane, as a retry there does, and returns the lease it is sent
+// with. It returns no lease, and no error, when the host is not paused,
+// the budget is off or does not pause, or the wait reached its bound (the
+// request is then sent: it was not told to wait for it); the context's
+// error if the caller gave up.
+func (t *Transport) holdFirst(ctx context.Context, s *settings, req *http.Request) (lease, error) {
+	if s.budget == nil || !s.budget.core.Pauses() {
+		return lease{}, nil
+	}
+	core := s.budget.core
+	h := core.Host(req)
+	if !core.Held(h) {
+		return lease{}, nil
+	}
+	until := t.clock().Now().Add(s.maxDelay)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
+		until = deadline.Add(-s.attemptTimeout)
+	}
+	l, why := t.park(ctx, core, h, Attempt{Req: req}, core.NewLaneWaiter(t.breakers.owner(), true, t.clk), until)
+	if why == StopCanceled {
+		return lease{}, ctx.Err()
+	}
+	return l, nil
 }

@@ -194,7 +194,14 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 	}
 	var l lease           // the retry's claim on the destination's budget
 	var acct retryAccount // what the request spent of the budget (park.go)
-	refundable := false   // this attempt retries a lost connection
+	if s.holdDuringPause {
+		// Held while its host's stated pause runs (pause.go).
+		if l, err = t.holdFirst(ctx, s, req); err != nil {
+			closeBody(req)
+			return nil, ending{StopCanceled, 0}, err
+		}
+	}
+	refundable := false // this attempt retries a lost connection
 	for count := 1; ; count++ {
 		// 1. Send one attempt, with a body of its own (for a retry, as the
 		// PrepareRetry hook rewrote it: prepare.go). A success refills

@@ -65,6 +65,12 @@ type pauseState struct {
 	stated atomic.Int64 // the latest stated pause, nanoseconds
 }
 
+// Held reports whether h's server stated a pause that has not run out
+// yet, or requests wait in its lane for one (WithHoldDuringPause).
+func (b *Budget) Held(h *Host) bool {
+	return h.lanes.Load() > 0 || h.pause.until.Load() > b.clock()
+}
+
 // paused records that an attempt of h was answered with a pause of stated
 // (zero: none stated) at time at.
 func (h *Host) paused(at int64, stated time.Duration) {

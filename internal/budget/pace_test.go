@@ -9,9 +9,10 @@ import (
 )
 
 // TestPacerReleasesAsTheHostAnswers: parked retries leave one at a time,
-// never in a batch saved up: a gate long open releases one, each answer of
-// the host releases the next (so that a closed loop, whose callers all
-// wait and send no first attempt, drains as fast as the host answers), and
+// never in a batch saved up: a gate long open releases one; while the host
+// receives too few first attempts to pace by (a closed loop, whose callers
+// all wait), each answer of the host releases the next, so that the queue
+// drains as fast as the host answers; and
 // retries the host does not answer yet leave at most at releaseShare per
 // first attempt it receives, within the window.
 func TestPacerReleasesAsTheHostAnswers(t *testing.T) {
@@ -32,8 +33,10 @@ func TestPacerReleasesAsTheHostAnswers(t *testing.T) {
 		}
 		rs := released()
 		require.Len(t, rs, 1, "rate %d/s: a gate long open saves nothing up", rate)
-		// Each answer releases exactly the next one, with no first
-		// attempt and no time passing.
+		// Once the first attempts stop (a closed loop whose callers all
+		// wait: none in the gate's span), each answer releases exactly
+		// the next one, with no time passing.
+		f.clock.advance(gateSlots * statSlot)
 		for range 100 {
 			f.step(input{ev: evSettle, out: SlotOK, seq: rs[0].seq, lat: time.Millisecond})
 			rs = released()

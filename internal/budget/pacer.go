@@ -212,11 +212,13 @@ func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
 		switch {
 		case in.out == SlotOK:
 			p.grow(limit)
-			// The host answered: the answer releases the next, so that
-			// parked retries drain as fast as the host answers them
-			// when no first attempt arrives to pace them (a closed loop
-			// whose callers all wait).
-			p.credit = min(p.credit+1, releaseShare)
+			// While the host's own traffic is too thin to pace by (the
+			// gate's sample: a closed loop whose callers all wait sends
+			// none), the answer releases the next: parked retries drain
+			// as fast as the host answers them.
+			if ok, fail, _, _ := h.stats.recent(at); ok+fail < gateMinSamples {
+				p.credit = min(p.credit+1, releaseShare)
+			}
 		case in.out == SlotFailed && in.seq > p.halvedAt:
 			// Halve once per round: retries released before the last
 			// halving were sent into the old window.
