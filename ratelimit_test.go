@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,6 +181,54 @@ func TestHostileRateLimitReset(t *testing.T) {
 			assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, "the last 429, as it is")
 			assert.Equal(t, tt.wantAttempts, srv.attempts.Load())
 			tt.wantWaits(t, clock.Sleeps())
+		})
+	}
+}
+
+// TestHoldDuringPause: with WithHoldDuringPause, a request that its host's
+// server did not answer yet waits while the pause the server stated for
+// another request runs; by default it is sent at once (the pause is the
+// request's). The server answers its first request 429 with Retry-After: 1
+// and every other one 200; a second request starts 100ms after the 429.
+func TestHoldDuringPause(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		t.Run(strconv.FormatBool(hold), func(t *testing.T) {
+			var mu sync.Mutex
+			var paused, second time.Time // when the 429 left, when /second arrived
+			limited := make(chan struct{})
+			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case n == 1:
+					paused = time.Now()
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+					close(limited)
+				case r.URL.Path == "/second":
+					second = time.Now()
+				}
+			})
+			c := newClient(t, retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})),
+				retryhttp.WithHoldDuringPause(hold))
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/first"), "retried after its pause")
+			}()
+			<-limited
+			time.Sleep(100 * time.Millisecond)
+			assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/second"))
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if hold {
+				assert.GreaterOrEqual(t, second.Sub(paused), time.Second, "held until the pause ran out")
+			} else {
+				assert.Less(t, second.Sub(paused), 500*time.Millisecond, "sent at once")
+			}
+			assert.Equal(t, int64(3), srv.attempts.Load(), "no request met the limit twice")
 		})
 	}
 }

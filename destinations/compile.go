@@ -86,6 +86,7 @@ func inherit(d, def Destination) Destination {
 	d.Backoff = firstSet(d.Backoff, def.Backoff)
 	d.AttemptTimeout = firstSet(d.AttemptTimeout, def.AttemptTimeout)
 	d.Hedging = firstSet(d.Hedging, def.Hedging)
+	d.HoldDuringPause = firstSet(d.HoldDuringPause, def.HoldDuringPause)
 	if d.RetryableStatusCodes == nil {
 		d.RetryableStatusCodes = def.RetryableStatusCodes
 	}
@@ -108,6 +109,9 @@ func options(d Destination) []retryhttp.Option {
 	}
 	if a := d.AttemptTimeout; a != nil {
 		opts = append(opts, retryhttp.WithAttemptTimeout(*a))
+	}
+	if h := d.HoldDuringPause; h != nil {
+		opts = append(opts, retryhttp.WithHoldDuringPause(*h))
 	}
 	if h := d.Hedging; h != nil {
 		if h.Quantile != 0 {

@@ -70,6 +70,10 @@ type Destination struct {
 	// Hedging replaces WithHedging; a MaxHedges of zero turns hedging off.
 	Hedging *Hedging
 
+	// HoldDuringPause replaces WithHoldDuringPause: every request to the
+	// destination's host waits while the pause its server stated runs.
+	HoldDuringPause *bool
+
 	// RetryableStatusCodes makes the ShouldRetryFn
 	// CustomizedShouldRetryFn with these status codes (400 to 599, no
 	// repeats), replacing WithShouldRetryFn. An empty non-nil slice

@@ -80,6 +80,6 @@ func ExampleParse() {
 	}`))
 	fmt.Println(err)
 	// Output:
-	// retryhttp: destinations[1].backof: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)
+	// retryhttp: destinations[1].backof: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget, holdDuringPause)
 	// retryhttp: destinations[2].backoff.base: must be a positive duration, got "-1s"
 }

@@ -70,8 +70,8 @@ func inFile(err error, name string) error {
 // Keys of a destinations file, in the order the documentation gives them.
 var (
 	fileTopKeys     = []string{"defaults", "destinations"}
-	filePolicyKeys  = []string{"name", "host", "maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget"}
-	fileDefaultKeys = []string{"maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget"}
+	filePolicyKeys  = []string{"name", "host", "maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget", "holdDuringPause"}
+	fileDefaultKeys = []string{"maxRetries", "backoff", "attemptTimeout", "hedging", "retryableStatusCodes", "budget", "holdDuringPause"}
 	fileBackoffKeys = []string{"base", "cap", "jitter"}
 	fileHedgingKeys = []string{"delay", "maxHedges", "quantile"}
 	fileBudgetKeys  = []string{"ratio", "capacity", "maxHosts", "noParking", "maxWait", "maxParked"}
@@ -91,7 +91,8 @@ var (
 //	     "hedging": {"delay": "100ms", "maxHedges": 1},
 //	     "retryableStatusCodes": [502, 503, 504],
 //	     "budget": {"ratio": 0.2, "capacity": 20, "maxWait": "1s"}},
-//	    {"host": "legacy.internal", "budget": "off", "hedging": "off"}
+//	    {"host": "legacy.internal", "budget": "off", "hedging": "off"},
+//	    {"host": "api.github.com", "holdDuringPause": true}
 //	  ]
 //	}
 //
@@ -102,7 +103,8 @@ var (
 // from 0 (none) to 1; absent, it is 1/3. "budget" is "transport" (the
 // transport's budget, as when absent), "off", or the options of a budget of
 // the destination's own. "hedging" is "off" or its delay (or quantile:
-// Hedging) and maxHedges.
+// Hedging) and maxHedges. "holdDuringPause" is a boolean
+// (retryhttp.WithHoldDuringPause).
 func Parse(data []byte) (Config, error) {
 	var cfg Config
 	var top json.RawMessage
@@ -173,6 +175,9 @@ func (p *fileParser) policyField(d *Destination, key string, v json.RawMessage, 
 		if ok && a < 0 {
 			p.ps.add(path, "must not be negative (zero means none), got %s", jsonwalk.Describe(v))
 		}
+	case "holdDuringPause":
+		b := p.Boolean(v, path)
+		d.HoldDuringPause = &b
 	case "backoff":
 		d.Backoff = p.backoff(v, path)
 	case "hedging":

@@ -26,16 +26,18 @@ func TestParseErrors(t *testing.T) {
 		{"syntax error on line 3", "{\n \"destinations\": [\n  {,}]}", "retryhttp: not valid JSON: line 3, column 4: invalid character ',' looking for beginning of object key string"},
 		{"not an object", `[]`, "retryhttp: top level: must be an object, got an array"},
 		{"unknown top key", `{"destination": []}`, "retryhttp: destination: unknown key (known keys: defaults, destinations)"},
+		{"holdDuringPause not a boolean", `{"destinations": [{"host": "a.test", "holdDuringPause": "yes"}]}`,
+			`retryhttp: destinations[0].holdDuringPause: must be true or false, got "yes"`},
 		{"unknown key", `{"destinations": [{"host": "a.test", "maxRetry": 1}]}`,
-			"retryhttp: destinations[0].maxRetry: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)"},
+			"retryhttp: destinations[0].maxRetry: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget, holdDuringPause)"},
 		{"keys are case-sensitive", `{"destinations": [{"Host": "a.test"}]}`,
-			"retryhttp: destinations[0].Host: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)\n" +
+			"retryhttp: destinations[0].Host: unknown key (known keys: name, host, maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget, holdDuringPause)\n" +
 				"retryhttp: destinations[0].host: required: a host such as api.example.com, api.example.com:8443 or *.example.com"},
 		{"unknown nested key", `{"destinations": [{"host": "a.test", "backoff": {"max": "1s"}}]}`,
 			"retryhttp: destinations[0].backoff.max: unknown key (known keys: base, cap, jitter)"},
 		{"repeated key", `{"destinations": [{"host": "a.test", "host": "b.test"}]}`, "retryhttp: destinations[0].host: repeated key"},
 		{"host in defaults", `{"defaults": {"host": "a.test"}}`,
-			"retryhttp: defaults.host: unknown key (known keys: maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget)"},
+			"retryhttp: defaults.host: unknown key (known keys: maxRetries, backoff, attemptTimeout, hedging, retryableStatusCodes, budget, holdDuringPause)"},
 		{"destinations not an array", `{"destinations": {"host": "a.test"}}`, "retryhttp: destinations: must be an array, got an object"},
 		{"missing host", `{"destinations": [{"maxRetries": 1}]}`,
 			"retryhttp: destinations[0].host: required: a host such as api.example.com, api.example.com:8443 or *.example.com"},
@@ -251,4 +253,17 @@ func TestHedgingQuantileInvalid(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "hedging.quantile") {
 		t.Errorf("NaN quantile: error %v, want one about hedging.quantile", err)
 	}
+}
+
+// TestParseHoldDuringPause: "holdDuringPause" sets HoldDuringPause, and a
+// destination without it inherits the defaults'.
+func TestParseHoldDuringPause(t *testing.T) {
+	cfg, err := destinations.Parse([]byte(`{"defaults": {"holdDuringPause": true},
+		"destinations": [{"host": "a.test", "holdDuringPause": false}, {"host": "b.test"}]}`))
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Defaults.HoldDuringPause)
+	assert.True(t, *cfg.Defaults.HoldDuringPause)
+	require.NotNil(t, cfg.Destinations[0].HoldDuringPause)
+	assert.False(t, *cfg.Destinations[0].HoldDuringPause)
+	assert.Nil(t, cfg.Destinations[1].HoldDuringPause)
 }
