@@ -32,11 +32,13 @@ func (t *Transport) pauseOf(res *http.Response) (stated time.Duration, ok bool) 
 // pause, after its delay d (at least the pause stated: the loop saw to
 // it). Such a retry takes no token: it waits d, then waits in its host's
 // pause lane (internal/budget's lane.go) until the pace the host accepts
-// releases it. It is refused at once only when the host's bucket is empty
-// (the lane's retries that failed spent it), and it gives up, as a refused
-// retry does, at the caller's deadline less one attempt timeout, after the
-// transport's maximum delay in all, or when the host has had no success
-// for the budget's MaxWait and the pause it stated. A response whose body
+// releases it. It is refused at once when the host's bucket is empty (the
+// lane's retries that failed spent it), or when the lane, at its pace,
+// would not release it before its bound; and it gives up, as a refused
+// retry does, at that bound: the caller's deadline less one attempt
+// timeout, or the transport's maximum delay, whichever comes first; or
+// when the host has had no success for the budget's MaxWait and the pause
+// it stated. A response whose body
 // cannot be kept in memory (respbody.Keep) is let go, and its retry is
 // sent after d without queueing: none is refused after its response was
 // let go.
@@ -53,6 +55,11 @@ func (t *Transport) awaitPause(ctx context.Context, s *settings, a Attempt, d ti
 	until := c.Now().Add(s.maxDelay)
 	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
 		until = deadline.Add(-s.attemptTimeout)
+	}
+	if c.Now().Add(max(d, core.LaneETA(h))).After(until) {
+		// The lane would not release it in time: fail now, not at the
+		// bound.
+		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	t.reportRetry(s, acct, a, d)
 	if err := t.wait(ctx, d); err != nil {

@@ -71,6 +71,20 @@ func (b *Budget) Held(h *Host) bool {
 	return h.lanes.Load() > 0 || h.pause.until.Load() > b.clock()
 }
 
+// LaneETA returns when a retry that joins h's lane now would be released,
+// at the earliest, at the pace the lane keeps (the gap between releases);
+// now when the pace is not known yet.
+func (b *Budget) LaneETA(h *Host) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := &h.lane
+	at := b.clock()
+	if l.gap == 0 {
+		return 0
+	}
+	return max(time.Duration(l.next-at), 0) + time.Duration(l.queue.n)*l.gap
+}
+
 // paused records that an attempt of h was answered with a pause of stated
 // (zero: none stated) at time at.
 func (h *Host) paused(at int64, stated time.Duration) {
