@@ -4,26 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp"
 )
 
 // Blip scenario, real time: the retry budget's own times (a parked
 // retry's 2s MaxWait, its pace) are not scaled, and they are what the
 // scenario measures.
 const (
-	blipCallers = 50
+	blipCallers = 50 // at scale 1 (config.loopScale)
 	blipLength  = 300 * time.Millisecond
 	blipWork    = time.Millisecond        // a 200's time at the server
 	blipTimeout = 30 * time.Second        // http.Client.Timeout: a guard
-	blipDefault = 5                       // runs of each variant and row, unless -runs says otherwise
+	blipDefault = 5                       // runs of each variant and row at scale 1, unless -runs says otherwise
 	blipMaxRuns = 50                      // -runs at most
 	blipSettle  = 20 * time.Millisecond   // between a warm-up and its blip
 	blipNoDrain = time.Duration(-1 << 63) // drain of a run whose blip never started
 )
+
+// blipMinCallers are the callers of a scaled-down run at least: twice the
+// default budget's capacity, so that a cold Transport's budget still cannot
+// cover every caller's retry.
+const blipMinCallers = 2 * retryhttp.DefaultRetryBudgetCapacity
 
 // blipVariant is how a worker pool meets the blip.
 type blipVariant struct {
@@ -110,23 +118,31 @@ type blipRow struct {
 
 // blipResult is the blip scenario's outcome.
 type blipResult struct {
-	rows []blipRow // by variant, then by policy
-	runs int
-	took time.Duration
+	rows    []blipRow // by variant, then by policy
+	runs    int
+	callers int
+	scale   float64 // config.loopScale
+	took    time.Duration
 }
 
-// runBlip runs every variant cfg.runs times. In each run the rows run side
-// by side, each with a server and a Transport of its own.
+// runBlip runs every variant cfg.blipRuns times. In each run the rows run
+// side by side, each with a server and a Transport of its own. Below scale
+// 1 (config.loopScale), the callers are blipCallers scaled, to
+// blipMinCallers.
 func runBlip(ctx context.Context, cfg config) (blipResult, error) {
 	policies := closedLoopPolicies()
-	r := blipResult{runs: cfg.runs}
+	s := cfg.loopScale()
+	r := blipResult{runs: cfg.blipRuns(), callers: blipCallers, scale: s}
+	if s < 1 {
+		r.callers = max(blipMinCallers, int(math.Round(blipCallers*s)))
+	}
 	for _, v := range blipVariants {
 		for _, p := range policies {
 			r.rows = append(r.rows, blipRow{variant: v, policy: p})
 		}
 	}
 	began := time.Now()
-	for range cfg.runs {
+	for range r.runs {
 		for i, v := range blipVariants {
 			runs := make([]blipRun, len(policies))
 			errs := make([]error, len(policies))
@@ -135,7 +151,7 @@ func runBlip(ctx context.Context, cfg config) (blipResult, error) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					runs[j], errs[j] = runBlipOnce(ctx, v, p, blipCallers)
+					runs[j], errs[j] = runBlipOnce(ctx, v, p, r.callers)
 				}()
 			}
 			wg.Wait()
@@ -202,6 +218,11 @@ func runBlipOnce(ctx context.Context, v blipVariant, p policy, callers int) (bli
 	return run, nil
 }
 
+// scaledBlipRuns is blipDefault scaled by s, at least 1.
+func scaledBlipRuns(s float64) int {
+	return max(1, int(math.Round(blipDefault*s)))
+}
+
 // countFailed runs callers goroutines, each calling do gets times one
 // after the other, and returns how many calls failed.
 func countFailed(callers, gets int, do func() error) int {
@@ -241,7 +262,7 @@ func blipSection(r blipResult) section {
 		title: "A worker pool through a blip: its host answers 503 for 300ms",
 		notes: []string{
 			fmt.Sprintf("%d callers (goroutines) share one Transport per row. The server answers 200 (after %v) but for %v "+
-				"from the first request after the blip is armed: 503 at once, no Retry-After.", blipCallers, blipWork, blipLength),
+				"from the first request after the blip is armed: 503 at once, no Retry-After.", r.callers, blipWork, blipLength),
 			fmt.Sprintf("warm: each caller first does one successful GET, then the blip is armed and each caller sends %d GETs, one "+
 				"after the other. cold: a fresh Transport (and, for the defaults, a fresh budget) whose first requests meet the "+
 				"blip, one GET per caller.", blipVariants[0].gets),
@@ -253,6 +274,11 @@ func blipSection(r blipResult) section {
 				r.took.Round(100*time.Millisecond)),
 		},
 		header: []string{"variant", "policy", "requests", "failed", "worst run", "attempts per request", "last answer after the blip (median, worst)"},
+	}
+	if r.scale < 1 {
+		s.notes = append(s.notes, fmt.Sprintf("Scaled down to %.3g of the default run's sizes (-clients/200 × -duration/4s): "+
+			"%d callers instead of %d (at least %d); without -runs, %s of each variant instead of %d.",
+			r.scale, r.callers, blipCallers, blipMinCallers, plural(scaledBlipRuns(r.scale), "run"), blipDefault))
 	}
 	for _, row := range r.rows {
 		drain := "—"

@@ -284,7 +284,8 @@ func TestValidate(t *testing.T) {
 		{"replica", func(c *config) { c.scenario = "replica" }, ""},
 		{"ratelimit", func(c *config) { c.scenario = "ratelimit" }, ""},
 		{"blip", func(c *config) { c.scenario = "blip" }, ""},
-		{"no runs", func(c *config) { c.runs = 0 }, "-runs"},
+		{"runs scaled", func(c *config) { c.runs = 0 }, ""},
+		{"negative runs", func(c *config) { c.runs = -1 }, "-runs"},
 		{"too many runs", func(c *config) { c.runs = blipMaxRuns + 1 }, "-runs"},
 		{"no clients", func(c *config) { c.clients = 0 }, "-clients"},
 		{"short", func(c *config) { c.duration = time.Millisecond }, "-duration"},
@@ -862,6 +863,38 @@ func TestRateLimit(t *testing.T) {
 	assert.Contains(t, sections[0].rows[len(closedLoopPolicies())][8], "of", "the /free probe in pool")
 }
 
+// TestLoopScale checks that the default run keeps the closed-loop
+// scenarios' sizes, and how a small run (CI's) scales them down to their
+// floors.
+func TestLoopScale(t *testing.T) {
+	cfg := defaultConfig()
+	assert.Equal(t, 1.0, cfg.loopScale())
+	assert.Equal(t, blipDefault, cfg.blipRuns())
+	assert.Equal(t, defaultRateSetup(), scaledRateSetup(cfg.loopScale()))
+	cfg.clients = 1000
+	assert.Equal(t, 1.0, cfg.loopScale(), "never scaled up")
+
+	cfg.clients, cfg.duration = 40, 2*time.Second
+	assert.InDelta(t, 0.1, cfg.loopScale(), 1e-9)
+	assert.Equal(t, 1, cfg.blipRuns())
+	cfg.runs = 3
+	assert.Equal(t, 3, cfg.blipRuns(), "-runs wins")
+	small := scaledRateSetup(cfg.loopScale())
+	type size struct{ n, workers int }
+	var got []size
+	for _, b := range small.batches {
+		got = append(got, size{b.n, b.workers})
+		assert.Greater(t, b.n, b.burst, "%s: requests beyond the burst", b.name)
+	}
+	assert.Equal(t, []size{{20, 20}, {60, 5}, {12, 4}, {10, 5}}, got)
+	assert.Equal(t, time.Second, small.open.duration)
+	def := defaultRateSetup()
+	for i, b := range small.batches {
+		d := def.batches[i]
+		assert.Equal(t, []any{d.rate, d.burst, d.retryAfter}, []any{b.rate, b.burst, b.retryAfter}, b.name)
+	}
+}
+
 // TestEarlyRetries checks that early counts retries sent at once after a
 // 429 that asked for a second.
 func TestEarlyRetries(t *testing.T) {
@@ -890,7 +923,7 @@ func TestBlip(t *testing.T) {
 		name := row.variant.name + ", " + row.policy.name
 		t.Logf("%s: %d of %d failed, %d attempts, drains %v", name, row.failed, row.requests, row.attempts, row.drains())
 		require.Len(t, row.runs, 1, name)
-		assert.Equal(t, blipCallers*row.variant.gets, row.requests, name)
+		assert.Equal(t, res.blip.callers*row.variant.gets, row.requests, name)
 		assert.Zero(t, row.warmFailed, name)
 		assert.Len(t, row.drains(), 1, "%s: the blip started", name)
 		assert.GreaterOrEqual(t, row.attempts, int64(row.requests), name)

@@ -41,14 +41,19 @@
 // Their rows are retryhttp's defaults, full jitter without a budget, and a
 // policy mimicking go-retryablehttp's defaults. They run in real time at any
 // -timescale: a Retry-After is whole seconds, and the retry budget's own
-// times are not scaled.
+// times are not scaled. A run smaller than the default shrinks them instead:
+// their sizes (requests, workers, callers, runs) scale with
+// -clients/200 × -duration/4s, down to floors that keep each regime
+// (config.loopScale).
 //
 // Every load scenario checks that the machine kept up (scheduler lag, and
 // the metastable server's achieved capacity) and says so when it did not.
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
 // the -out directory. The whole default run takes under three minutes on a
-// quiet machine, of which ratelimit and blip about a minute.
+// quiet machine, of which ratelimit and blip about a minute; the run of the
+// tests' scale (-clients 40 -duration 2s -timescale 0.25) about 30-40s, of
+// which ratelimit and blip under 10s.
 //
 // Usage:
 //
@@ -81,13 +86,31 @@ type config struct {
 	seed      uint64
 	out       string
 	timescale float64   // real time per model time
-	runs      int       // of each variant of blip
+	runs      int       // of each variant of blip; 0: blipDefault, scaled by loopScale (blipRuns)
 	rerun     bool      // rows the machine was too loaded for may be run again (untilCalm)
 	began     time.Time // when the run began, set by run; bounds the re-runs
 }
 
 func defaultConfig() config {
-	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, runs: blipDefault, rerun: true}
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, rerun: true}
+}
+
+// loopScale is the size of the closed-loop scenarios (ratelimit, blip)
+// against the default run's: -clients/200 × -duration/4s, at most 1. They
+// run in real time at any -timescale, so that a small run, the tests' and
+// CI's, would otherwise spend most of its time in them; 1 for the default
+// run, whose sizes it keeps exactly.
+func (c config) loopScale() float64 {
+	return min(1, float64(c.clients)/200*(float64(c.duration)/float64(4*time.Second)))
+}
+
+// blipRuns is how many times blip runs each variant: -runs if given, else
+// blipDefault scaled by loopScale, at least 1.
+func (c config) blipRuns() int {
+	if c.runs > 0 {
+		return c.runs
+	}
+	return scaledBlipRuns(c.loopScale())
 }
 
 // scale converts a model duration to real time.
@@ -114,7 +137,7 @@ func (c config) scaleNote() []string {
 // command returns the command line that reproduces the run.
 func (c config) command() string {
 	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g -runs %d",
-		c.scenario, c.clients, c.duration, c.seed, c.timescale, c.runs)
+		c.scenario, c.clients, c.duration, c.seed, c.timescale, c.blipRuns())
 }
 
 func (c config) validate() error {
@@ -127,8 +150,8 @@ func (c config) validate() error {
 		return errors.New("-duration must be in [1s, 1m]")
 	case !(c.timescale >= 0.05 && c.timescale <= 10):
 		return errors.New("-timescale must be in [0.05, 10]")
-	case c.runs < 1 || c.runs > blipMaxRuns:
-		return fmt.Errorf("-runs must be in [1, %d]", blipMaxRuns)
+	case c.runs < 0 || c.runs > blipMaxRuns:
+		return fmt.Errorf("-runs must be in [0, %d]", blipMaxRuns)
 	}
 	return nil
 }
@@ -136,12 +159,14 @@ func (c config) validate() error {
 func main() {
 	cfg := defaultConfig()
 	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all")
-	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it)")
-	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload)")
+	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it; "+
+		"below 200, ratelimit and blip shrink in proportion, with -duration below 4s)")
+	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload; "+
+		"see -clients for ratelimit and blip)")
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
 	flag.StringVar(&cfg.out, "out", cfg.out, "directory for the report: SVG charts and index.html")
 	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
-	flag.IntVar(&cfg.runs, "runs", cfg.runs, "how many times blip runs each of its variants")
+	flag.IntVar(&cfg.runs, "runs", cfg.runs, "how many times blip runs each of its variants; 0: 5, fewer when -clients and -duration shrink the run")
 	// go run builds the program in a cache directory, whose path os.Args[0]
 	// would print as the program's name: the usage names it as it is run.
 	flag.Usage = func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,6 +34,10 @@ type batch struct {
 	burst      int
 	retryAfter int  // seconds
 	probe      bool // GET /free every freeEvery meanwhile, through the same client
+	// minN and minWorkers are the floors of n and workers when the run is
+	// scaled down (scaledRateSetup): the least that still shows what the
+	// batch is there for.
+	minN, minWorkers int
 }
 
 // limit is the batch's physical limit: the time the API takes to allow n
@@ -56,19 +61,50 @@ type openLoop struct {
 type rateSetup struct {
 	batches []batch
 	open    openLoop
+	// scale is the size of the setup against defaultRateSetup's
+	// (scaledRateSetup); 0 for a setup not derived from it.
+	scale float64
 }
 
 // defaultRateSetup is the ratelimit scenario of the lab's default run.
+//
+// The floors keep each batch's regime when the run is scaled down: wide
+// still sends all its requests at once, twice the burst (limit 1s); pool
+// still runs 2s past its burst, long enough for the /free probe; slow still
+// lasts longer than a request's retries (limit 5s), which is what it is
+// for; long pause still has requests beyond its burst wait its 3s
+// Retry-After.
 func defaultRateSetup() rateSetup {
 	return rateSetup{
 		batches: []batch{
-			{name: "wide", n: 50, workers: 50, rate: 10, burst: 10, retryAfter: 1},
-			{name: "pool", n: 200, workers: 10, rate: 20, burst: 20, retryAfter: 1, probe: true},
-			{name: "slow", n: 100, workers: 4, rate: 2, burst: 2, retryAfter: 1},
-			{name: "long pause", n: 30, workers: 10, rate: 5, burst: 5, retryAfter: 3},
+			{name: "wide", n: 50, workers: 50, rate: 10, burst: 10, retryAfter: 1, minN: 20, minWorkers: 20},
+			{name: "pool", n: 200, workers: 10, rate: 20, burst: 20, retryAfter: 1, probe: true, minN: 60, minWorkers: 5},
+			{name: "slow", n: 100, workers: 4, rate: 2, burst: 2, retryAfter: 1, minN: 12, minWorkers: 4},
+			{name: "long pause", n: 30, workers: 10, rate: 5, burst: 5, retryAfter: 3, minN: 10, minWorkers: 5},
 		},
-		open: openLoop{rate: 100, burst: 20, offered: 150, retryAfter: 1, duration: 4 * time.Second},
+		open:  openLoop{rate: 100, burst: 20, offered: 150, retryAfter: 1, duration: 4 * time.Second},
+		scale: 1,
 	}
+}
+
+// scaledRateSetup is defaultRateSetup with its sizes scaled by s, at most 1:
+// each batch's n and workers (to its floors, and workers at most n), and
+// the open loop's duration (to 1s, in whole seconds). Rates, bursts and
+// Retry-After stay. At s = 1 it is defaultRateSetup.
+func scaledRateSetup(s float64) rateSetup {
+	setup := defaultRateSetup()
+	if s >= 1 {
+		return setup
+	}
+	setup.scale = s
+	for i := range setup.batches {
+		b := &setup.batches[i]
+		b.n = max(b.minN, int(math.Round(float64(b.n)*s)))
+		b.workers = min(b.n, max(b.minWorkers, int(math.Round(float64(b.workers)*s))))
+	}
+	o := &setup.open
+	o.duration = max(time.Second, time.Duration(float64(o.duration)*s).Round(time.Second))
+	return setup
 }
 
 // batchRow is one policy's run of one batch.
@@ -105,9 +141,10 @@ type rateResult struct {
 	took    time.Duration
 }
 
-// runRateLimit runs the ratelimit scenario of the default run.
+// runRateLimit runs the ratelimit scenario of the run cfg describes: the
+// default run's, scaled down by cfg.loopScale.
 func runRateLimit(ctx context.Context, cfg config) (rateResult, error) {
-	return rateLimitRun(ctx, cfg, defaultRateSetup())
+	return rateLimitRun(ctx, cfg, scaledRateSetup(cfg.loopScale()))
 }
 
 // rateLimitRun runs every row of setup at once, each with a server and a
@@ -291,6 +328,10 @@ func rateSections(r rateResult) []section {
 		header: []string{"batch", "policy", "success", "elapsed", "elapsed/limit", "requests per request", "early",
 			"/free p99", "/free failed"},
 	}
+	if s := r.setup.scale; s > 0 && s < 1 {
+		closed.notes = append(closed.notes, fmt.Sprintf("Scaled down to %.3g of the default run's sizes (-clients/200 × -duration/4s): "+
+			"each batch's n and W, to floors that keep its regime; rates, bursts and Retry-After as in the default run.", s))
+	}
 	for _, b := range r.setup.batches {
 		closed.notes = append(closed.notes, fmt.Sprintf("%s: n=%d, W=%d, r=%g/s, b=%d, Retry-After: %d; limit %.1fs.",
 			b.name, b.n, b.workers, b.rate, b.burst, b.retryAfter, b.limit().Seconds()))
@@ -330,6 +371,10 @@ func rateSections(r rateResult) []section {
 			"Amplification: attempts that reached the server over requests. Early as in the closed loops. Real time.",
 		},
 		header: []string{"policy", "requests", "server hits", "amplification", "success", "early", "p50", "p99"},
+	}
+	if s := r.setup.scale; s > 0 && s < 1 {
+		open.notes = append(open.notes, fmt.Sprintf("Scaled down to %.3g of the default run's sizes: %v of load instead of 4s; "+
+			"rates and burst as in the default run.", s, o.duration))
 	}
 	for _, row := range r.open {
 		open.rows = append(open.rows, []string{
