@@ -27,14 +27,18 @@ import (
 // the error joined with the sentinel of the reason.
 func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, pause bool, acct *retryAccount) (lease, StopReason, error) {
 	b := s.budget
-	switch {
-	case b == nil:
+	if b == nil {
 		return t.proceed(ctx, s, acct, lease{}, a, d, d)
-	case pause && b.core.Pauses():
-		return t.awaitPause(ctx, s, a, d, acct)
 	}
 	core := b.core
 	h := core.Host(a.Req)
+	if pause && core.Pauses() {
+		if until, ok := t.laneBound(ctx, s, h, d); ok {
+			return t.awaitPause(ctx, s, a, d, h, until, acct)
+		}
+		// The lane would not release it in time: it needs a token, as
+		// any retry.
+	}
 	// A retry sent at once keeps nothing: no wait needs its response.
 	kept := d == 0 || respbody.Keep(a.Res)
 	l, taken, waited, err := t.takeAtSend(ctx, s, acct, h, a, d, kept)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/respbody"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
@@ -28,38 +29,40 @@ func (t *Transport) pauseOf(res *http.Response) (stated time.Duration, ok bool) 
 	return 0, res.StatusCode == http.StatusTooManyRequests
 }
 
+// laneBound returns until when a retry after delay d may wait in h's pause
+// lane: the caller's deadline less one attempt timeout, or the transport's
+// maximum delay, whichever comes first; and whether the lane, at its pace
+// (budget.LaneETA), would release it before then.
+func (t *Transport) laneBound(ctx context.Context, s *settings, h *budget.Host, d time.Duration) (time.Time, bool) {
+	now := t.clock().Now()
+	until := now.Add(s.maxDelay)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
+		until = deadline.Add(-s.attemptTimeout)
+	}
+	return until, !now.Add(max(d, s.budget.core.LaneETA(h))).After(until)
+}
+
 // awaitPause gets under way the retry of a, whose response asked for a
 // pause, after its delay d (at least the pause stated: the loop saw to
-// it). Such a retry takes no token: it waits d, then waits in its host's
-// pause lane (internal/budget's lane.go) until the pace the host accepts
-// releases it. It is refused at once when the host's bucket is empty (the
-// lane's retries that failed spent it), or when the lane, at its pace,
-// would not release it before its bound; and it gives up, as a refused
-// retry does, at that bound: the caller's deadline less one attempt
-// timeout, or the transport's maximum delay, whichever comes first; or
-// when the host has had no success for the budget's MaxWait and the pause
-// it stated. A response whose body
+// it), on h, within until (laneBound). Such a retry takes no token: it
+// waits d, then waits in its host's pause lane (internal/budget's lane.go)
+// until the pace the host accepts releases it. It is refused at once when
+// the host's bucket is empty (the lane's retries that failed spent it),
+// and it gives up, as a refused retry does, at until, or when the host has
+// had no success for the budget's MaxWait and the pause it stated. (A
+// retry the lane would not release before until is not brought here: it
+// needs a token, as any retry does, awaitRetry.) A response whose body
 // cannot be kept in memory (respbody.Keep) is let go, and its retry is
 // sent after d without queueing: none is refused after its response was
 // let go.
-func (t *Transport) awaitPause(ctx context.Context, s *settings, a Attempt, d time.Duration, acct *retryAccount) (lease, StopReason, error) {
+func (t *Transport) awaitPause(ctx context.Context, s *settings, a Attempt, d time.Duration, h *budget.Host, until time.Time,
+	acct *retryAccount) (lease, StopReason, error) {
 	core := s.budget.core
-	h := core.Host(a.Req)
 	if !h.HasToken() {
 		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	if !respbody.Keep(a.Res) {
 		return t.proceed(ctx, s, acct, lease{}, a, d, d)
-	}
-	c := t.clock()
-	until := c.Now().Add(s.maxDelay)
-	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-s.attemptTimeout).Before(until) {
-		until = deadline.Add(-s.attemptTimeout)
-	}
-	if c.Now().Add(max(d, core.LaneETA(h))).After(until) {
-		// The lane would not release it in time: fail now, not at the
-		// bound.
-		return lease{}, StopBudgetRefused, markGiveUp(StopBudgetRefused, a.Count, a.Err)
 	}
 	t.reportRetry(s, acct, a, d)
 	if err := t.wait(ctx, d); err != nil {
