@@ -61,8 +61,9 @@ type RetryBudgetOptions struct {
 	MaxHosts int
 
 	// NoParking turns parking off: a retry without a token is dropped at
-	// once, as the budget did before parking existed. By default (false)
-	// it is parked, as RetryBudget describes.
+	// once, and the retry of a response that asked for a pause takes its
+	// token up front instead of waiting in the pause lane. By default
+	// (false) it is parked, as RetryBudget describes.
 	NoParking bool
 
 	// MaxWait bounds the time one request spends parked, over all its
@@ -124,11 +125,27 @@ type RetryBudgetOptions struct {
 //     all, when the host has had no success for MaxWait, or when MaxParked
 //     retries are already waiting. Outside an outage, a retry without a
 //     token is refused at once: it would wait for nothing.
+//   - The pause lane, for the retry of a response that asked for a pause
+//     (a 429, or a Retry-After or rate-limit reset asking a wait): it takes
+//     no token. With the default DelayFn it waits at least the pause
+//     stated; then it queues, first come first served, and is released at
+//     the pace the host accepts, learned from the host's answers to the
+//     lane's releases (one at a time until one is answered with a pause
+//     again, then spaced by what the host accepted between pauses). It
+//     gives up at the caller's deadline less one attempt timeout, after
+//     the transport's maximum delay, or when the host has had no success
+//     for MaxWait and the pause stated; one the lane would not release
+//     before its bound needs a token, as any retry. The lane's releases
+//     that fail spend a token each, and a pause's retry is refused when
+//     the bucket is empty. WithHoldDuringPause holds every request to the
+//     host, first attempts included, while its stated pause runs.
 //
 // An attempt is successful when it brings a response with a status below
 // 500 other than 429, and, for a 4xx status, without a Retry-After header: a
 // response that tells the client the server is answering and not asking to
-// be left alone. Errors and other responses deposit nothing.
+// be left alone. A failed first attempt that brought a response outside an
+// outage deposits Ratio too (retries are a share of the requests the host
+// answers); errors and other responses deposit nothing.
 //
 // So a dead backend gets Capacity retries and then none (its parked retries
 // wait for a success that does not come); a host failing a share of its

@@ -47,7 +47,10 @@ type clockTimer = Timer
 // of parked retries, a host's MaxWait without a success) runs on the
 // budget's clock, RetryBudgetOptions.Clock, since a RetryBudget may be
 // shared by Transports on different clocks: a test on a fake clock gives
-// both the same one. Two stay on the real clock, by design: the
+// both the same one. (A retry waiting in a host's pause lane, whose
+// transport's clock is not the budget's, is released as the host answers,
+// without the lane's pace in time: it cannot wait for a time on another
+// clock.) Two stay on the real clock, by design: the
 // Retry-After dates read by DefaultDelayFn, a function of the Attempt
 // alone; and the bound on reading a response body that is discarded, or
 // kept in memory for a parked retry, which bounds real I/O on a real
