@@ -258,8 +258,15 @@ func (t *Transport) park(ctx context.Context, b *budget.Budget, h *budget.Host, 
 			if l, ok := b.Leave(h, w); ok {
 				l.End(outNeutral, 0, 0)
 			}
-			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: StopCanceled}, h)
-			return lease{}, StopCanceled
+			why := StopCanceled
+			if deadline, ok := ctx.Deadline(); ok && ctx.Err() == context.DeadlineExceeded && !until.Before(deadline) {
+				// Its bound was the deadline itself (no attempt
+				// timeout): it reached it, as a bound, whichever of
+				// the two timers fired first.
+				why = StopBudgetRefused
+			}
+			t.obs.reportPark(ParkEvent{Kind: ParkDropped, Attempt: a, Waited: c.Now().Sub(start), Reason: why}, h)
+			return lease{}, why
 		}
 	}
 }
