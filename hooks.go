@@ -35,10 +35,13 @@ type Decision struct {
 	//
 	// For a stop, it holds what RoundTrip returns: Res is the response
 	// returned, Err the error returned (joined with ErrRetriesExhausted,
-	// say), Count the number of attempts sent (0 when none was: a circuit
-	// open, or a body that could not be read), and Req the request as the
-	// caller passed it to RoundTrip. The response's body must not be read
-	// or closed: it is the caller's.
+	// say), Count the number of attempts sent, and Req the request as the
+	// caller passed it to RoundTrip. Count is 0 when none was sent: the
+	// circuit was open, no idempotency key could be made, or the caller
+	// gave up while the request was held in its host's pause
+	// (WithHoldDuringPause). Attempt 1 counts as sent even when the
+	// caller's body fails while it reads it (Count 1). The response's body
+	// must not be read or closed: it is the caller's.
 	Attempt Attempt
 
 	// MaxRetries is the retry limit of the request: it is sent at most

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
@@ -286,4 +287,53 @@ func TestReverseProxyStreamsUpload(t *testing.T) {
 
 	waitFor(t, gotFirst, "first bytes at the upstream")
 	assert.Equal(t, "first and the rest", readAll(t, res))
+}
+
+func TestStreamedBodyErrorOutcomeIsTheBaseTransports(t *testing.T) {
+	// The caller's body fails while attempt 1 reads it. The base transport
+	// that returns the read error ends the request with it; one that
+	// swallows it and answers has its answer judged as any other, the body
+	// no longer replayable: a 200 is a success, a 503 is not retried.
+	errDisk := errors.New("disk on fire")
+	for _, tt := range []struct {
+		name    string
+		status  int // 0: the base transport returns the read error
+		wantWhy retryhttp.StopReason
+	}{
+		{"read error returned", 0, retryhttp.StopError},
+		{"read error swallowed, 200", 200, retryhttp.StopSuccess},
+		{"read error swallowed, 503", 503, retryhttp.StopBodyNotReplayable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var sent int
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				sent++
+				_, err := io.ReadAll(r.Body)
+				r.Body.Close()
+				if tt.status == 0 {
+					return nil, err
+				}
+				return &http.Response{StatusCode: tt.status, Body: http.NoBody, Request: r}, nil
+			})
+			var stop retryhttp.Decision
+			tr := newTransport(t, noDelay, retryhttp.WithTransport(base),
+				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { stop = d }}))
+			body := &closeBody{Reader: io.MultiReader(bytes.NewReader([]byte("partial")), iotest.ErrReader(errDisk))}
+
+			res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, "http://example.invalid/", body))
+
+			assert.Equal(t, 1, sent, "not retried")
+			assert.Equal(t, tt.wantWhy, stop.Reason)
+			assert.Equal(t, 1, stop.Attempt.Count, "attempt 1 was sent")
+			if tt.status == 0 {
+				assert.Nil(t, res)
+				assert.ErrorIs(t, err, retryhttp.ErrBufferingBody)
+				assert.ErrorIs(t, err, errDisk)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.status, res.StatusCode, "the base transport's answer")
+			res.Body.Close()
+		})
+	}
 }
