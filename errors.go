@@ -18,16 +18,23 @@ var (
 
 	// ErrBufferingBody wraps the error met while reading a request body
 	// that has no GetBody, which the transport streams to the first
-	// attempt while keeping a copy for retries. The attempt that read it
-	// failed, possibly after part of the request was sent, and the request
-	// is not retried (StopError).
+	// attempt while keeping a copy for retries. The error reaches the base
+	// transport that reads the body, and the attempt's outcome is what the
+	// base transport makes of it. When it returns the error (net/http's
+	// Transport does when it fails writing the request), the attempt failed
+	// with it, possibly after part of the request was sent, and the request
+	// is not retried (StopError). When it answers anyway (it swallowed the
+	// error, or the response came first), its answer is the attempt's
+	// outcome, judged as any other, with a body that cannot be sent again:
+	// a 200 is returned as a success, and an answer the ShouldRetryFn
+	// would retry ends the request (StopBodyNotReplayable).
 	ErrBufferingBody = errors.New("retryhttp: error buffering request body")
 
 	// ErrBodyNotReplayable is joined with the last attempt's error when
 	// the transport would have retried the request but its body could not
 	// be sent again: the body has no GetBody and outgrew the body buffer
-	// limit (WithBodyBufferLimit), buffering is off, or
-	// WithPreventRetryWithBody is set. The request ended with
+	// limit (WithBodyBufferLimit) or failed while being read, buffering is
+	// off, or WithPreventRetryWithBody is set. The request ended with
 	// StopBodyNotReplayable; a last response is returned as it is, with no
 	// error.
 	ErrBodyNotReplayable = errors.New("retryhttp: request body cannot be replayed")

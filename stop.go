@@ -48,8 +48,8 @@ const (
 	// StopError: the transport could not prepare an attempt (a body
 	// could not be replayed by its GetBody, no idempotency key could be
 	// made, or the PrepareRetry hook failed: WithPrepareRetry), or the
-	// caller's request body failed while an attempt read it
-	// (ErrBufferingBody).
+	// caller's request body failed while an attempt read it and the base
+	// transport returned that error (ErrBufferingBody).
 	StopError
 
 	// StopBodyNotReplayable: the ShouldRetryFn would have retried the last
