@@ -232,6 +232,24 @@ func closedLoopPolicies() []policy {
 	return []policy{freshDefaultsPolicy(), fullJitterPolicy(), retryablehttpPolicy()}
 }
 
+// rateLimitPolicies are the rows of the ratelimit scenario: the closed
+// loops', and the defaults holding every request while a stated pause runs.
+func rateLimitPolicies() []policy {
+	return append(closedLoopPolicies(), holdPolicy())
+}
+
+// holdPolicy is freshDefaultsPolicy with WithHoldDuringPause(true).
+func holdPolicy() policy {
+	p := freshDefaultsPolicy()
+	p.name = "defaults, hold during pause"
+	p.about = "freshDefaultsPolicy with WithHoldDuringPause(true): every request to the host waits while its stated pause runs"
+	p.transport = func(base http.RoundTripper, scale float64, extra ...retryhttp.Option) http.RoundTripper {
+		return newTransport(extra, retryhttp.WithTransport(base), retryhttp.WithHoldDuringPause(true),
+			retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})), scaled(nil, scale))
+	}
+	return p
+}
+
 // newBase returns the pooled base transport of one run: enough idle
 // connections per host for every concurrent request, so that the run does not
 // churn through ephemeral ports.

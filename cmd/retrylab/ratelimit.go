@@ -152,7 +152,7 @@ func runRateLimit(ctx context.Context, cfg config) (rateResult, error) {
 // not disturb one another, and the scenario takes as long as its slowest
 // row, not the sum.
 func rateLimitRun(ctx context.Context, cfg config, setup rateSetup) (rateResult, error) {
-	policies := closedLoopPolicies()
+	policies := rateLimitPolicies()
 	r := rateResult{setup: setup, batches: make([]batchRow, len(setup.batches)*len(policies)), open: make([]openRow, len(policies))}
 	began := time.Now()
 	errs := make([]error, len(r.batches)+len(r.open))
@@ -355,7 +355,7 @@ func rateSections(r rateResult) []section {
 		})
 		bars = append(bars, bar{b.name + ", " + row.policy.name, perRequest})
 	}
-	closed.policies = closedLoopPolicies()
+	closed.policies = rateLimitPolicies()
 	closed.charts = []chart{{file: "ratelimit.svg", svg: barChart{
 		title: "Rate-limited API, closed loops: attempts at the server per request", xLabel: "attempts per request", bars: bars,
 	}.svg()}}
@@ -382,6 +382,6 @@ func rateSections(r rateResult) []section {
 			pct(row.sum.success), fmt.Sprint(row.early), ms(row.sum.p50), ms(row.sum.p99),
 		})
 	}
-	open.policies = closedLoopPolicies()
+	open.policies = rateLimitPolicies()
 	return []section{closed, open}
 }
