@@ -289,3 +289,6 @@ func (b *breakers) owner() *breaker.Set {
 	}
 	return b.set
 }
+
+// A retry budget is where the retries of circuits park.
+var _ breaker.Parking = (*budget.Budget)(nil)

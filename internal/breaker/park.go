@@ -14,8 +14,9 @@ type Parking interface {
 	Parked(k hostmap.Key) bool
 
 	// FailParked fails at once the retries parked on the host of k whose
-	// owner is owner.
-	FailParked(k hostmap.Key, owner *Set)
+	// owner is owner (the *Set of their Transport's circuits, compared as
+	// an opaque value).
+	FailParked(k hostmap.Key, owner any)
 }
 
 // Park calls enqueue, which parks a retry of req in place in, and records

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/seed2409de8f/retryhttp/internal/breaker"
 )
 
 // Parameters of the pacing of parked retries: twelve constants (the pause
@@ -167,7 +165,7 @@ type input struct {
 	seq     uint64        // evSettle: the number of the slot
 	lat     time.Duration // evSettle: the attempt's latency…
 	timeout time.Duration // …and its timeout, if it had one
-	owner   *breaker.Set  // evFail: whose parked retries fail
+	owner   any           // evFail: whose parked retries fail
 }
 
 // step is the transition function of a host's pacing state: it applies in

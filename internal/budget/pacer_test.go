@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +17,7 @@ func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func newFakeClock() *fakeClock               { return &fakeClock{t: time.Unix(1_000_000, 0)} }
 func (c *fakeClock) budget() *Budget         { return New(testConfig(), c) }
 func (h *Host) lock(f func())                { h.mu.Lock(); defer h.mu.Unlock(); f() }
-func newTestWaiter(owner *breaker.Set) *Waiter {
+func newTestWaiter(owner any) *Waiter {
 	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
 }
 func (h *Host) released(ws []*Waiter) int { return countState(ws, WaitReleased) }
@@ -262,7 +261,7 @@ func TestPacerHedgeTakesAFreeSlotOnly(t *testing.T) {
 
 func TestPacerCircuitOpenFailsItsOwnersWaiters(t *testing.T) {
 	f := newPacerFixture(t)
-	mine, theirs := new(breaker.Set), new(breaker.Set)
+	mine, theirs := new(int), new(int) // owners are opaque: any comparable values
 	a, b := newTestWaiter(mine), newTestWaiter(theirs)
 	f.step(input{ev: evPark, w: a})
 	f.step(input{ev: evPark, w: b})

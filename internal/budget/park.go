@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
@@ -24,17 +23,17 @@ const (
 type Waiter struct {
 	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
 	state      WaitState
-	seq        uint64       // the slot's number, once released; 0: released with a token
-	owner      *breaker.Set // the circuits of its Transport (evFail)
-	lane       bool         // waits in the pause lane (lane.go), not the outage's queue
-	hold       bool         // in the lane: not released before the host's stated pause ran out
-	timeless   bool         // in the lane: its caller waits on another clock than the budget's
+	seq        uint64 // the slot's number, once released; 0: released with a token
+	owner      any    // the circuits of its Transport (evFail), opaque
+	lane       bool   // waits in the pause lane (lane.go), not the outage's queue
+	hold       bool   // in the lane: not released before the host's stated pause ran out
+	timeless   bool   // in the lane: its caller waits on another clock than the budget's
 	prev, next *Waiter
 }
 
 // NewWaiter returns a retry about to park, which fails at once when a
 // circuit of owner opens (FailParked); owner may be nil.
-func NewWaiter(owner *breaker.Set) *Waiter {
+func NewWaiter(owner any) *Waiter {
 	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
 }
 
@@ -44,7 +43,7 @@ func NewWaiter(owner *breaker.Set) *Waiter {
 // caller on another clock than b's cannot wait for a time on b's: the
 // lane releases it as the host answers, without the pace's gap or the
 // hold.
-func (b *Budget) NewLaneWaiter(owner *breaker.Set, hold bool, clock any) *Waiter {
+func (b *Budget) NewLaneWaiter(owner any, hold bool, clock any) *Waiter {
 	timeless := clock != any(b.clk) && (clock != nil || b.clk != nil)
 	return &Waiter{ch: make(chan struct{}, 1), owner: owner, lane: true, hold: hold && !timeless, timeless: timeless}
 }
@@ -182,7 +181,7 @@ func (h *Host) Pacing() (window, inFlight, parked int) {
 }
 
 // Parked reports whether retries are parked on the host of k: b is a place
-// where the retries of circuits park (breaker.Parking).
+// where the retries of circuits park (internal/breaker's Parking).
 func (b *Budget) Parked(k hostmap.Key) bool {
 	h, ok := b.hosts.Get(k)
 	return ok && h.Parked()
@@ -190,7 +189,7 @@ func (b *Budget) Parked(k hostmap.Key) bool {
 
 // FailParked fails at once the retries parked on the host of k by
 // Transports whose circuits are owner: their circuit opened.
-func (b *Budget) FailParked(k hostmap.Key, owner *breaker.Set) {
+func (b *Budget) FailParked(k hostmap.Key, owner any) {
 	h, ok := b.hosts.Get(k)
 	if !ok || !h.Parked() {
 		return
@@ -199,8 +198,6 @@ func (b *Budget) FailParked(k hostmap.Key, owner *breaker.Set) {
 	h.step(b.clock(), input{ev: evFail, owner: owner})
 	h.mu.Unlock()
 }
-
-var _ breaker.Parking = (*Budget)(nil)
 
 // Inspection is what Inspect reads of a host: its recent first attempts
 // (those the gate judges by) that succeeded and failed, their successes'
