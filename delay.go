@@ -60,6 +60,9 @@ type CustomizedDelayFnOptions struct {
 // it, uniformly at random; a date in the past means no wait. A Retry-After
 // too large to represent saturates at the longest time.Duration (the
 // transport's maximum delay then stops the retries instead of waiting).
+// With this function as its DelayFn and a retry budget, the transport waits
+// at least the pause a response stated: the jitter lengthens it, never
+// shortens it (RetryBudget's pause lane).
 //
 // Without a valid Retry-After, a rate-limit reset header gives the wait, in
 // this order: the IETF RateLimit field (the policies with no quota left),
