@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/seed2409de8f/retryhttp/internal/respbody"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
@@ -68,10 +67,6 @@ func SettingsFor(t *Transport, req *http.Request) ResolvedSettings {
 // BaseTransport exposes the transport that sends each attempt.
 func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }
 
-// SetHedgeGate makes t ask allow, instead of the retry budget, before every
-// attempt of a hedged request after the first.
-func SetHedgeGate(t *Transport, allow func(req *http.Request) bool) { t.hedgeGate = allow }
-
 // BudgetWithdraw takes a retry token for rawURL's host.
 func BudgetWithdraw(b *RetryBudget, rawURL string) bool {
 	return b.core.Host(mustRequest(rawURL)).Withdraw()
@@ -129,9 +124,14 @@ func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) {
 }
 
 // MaxProbes bounds the retries a host's parked retries send as probes while
-// it fails everything, per outage: one per ProbeQuiet for MaxWait, and the
+// it fails everything, per outage: one per probeQuiet for MaxWait, and the
 // first.
-var MaxProbes = int(DefaultMaxParkedWait/budget.ProbeQuiet) + 1
+var MaxProbes = int(DefaultMaxParkedWait/probeQuiet) + 1
+
+// probeQuiet is the pace of the probes of a host without traffic: no
+// failure heard for this long lets one parked retry go
+// (internal/budget/pacer.go, probeQuiet).
+const probeQuiet = 250 * time.Millisecond
 
 // BudgetPacing returns the window of rawURL's host, its slots held and the
 // retries parked on it.
@@ -143,13 +143,6 @@ func BudgetPacing(b *RetryBudget, rawURL string) (window float64, inFlight, park
 // DefaultBudgetOf returns the budget t uses.
 func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
 
-// BudgetGateClosed reports whether rawURL's host has enough recent first
-// attempts for its gate to judge, and the gate is closed.
-func BudgetGateClosed(b *RetryBudget, rawURL string) bool {
-	in, _ := b.core.Inspect(mustRequest(rawURL))
-	return in.GateClosed
-}
-
 // BudgetOutage puts rawURL's host in an outage: its latest OutageStreak
 // attempts failed, so retries without a token park there.
 func BudgetOutage(b *RetryBudget, rawURL string) {
@@ -158,8 +151,24 @@ func BudgetOutage(b *RetryBudget, rawURL string) {
 	}
 }
 
-// OutageStreak is the number of failures in a row that make an outage.
-const OutageStreak = budget.OutageStreak
+// OutageStreak is the number of failures in a row that make an outage
+// (internal/budget/pacer.go, outageStreak).
+const OutageStreak = 10
 
 // HostKey returns the key of rawURL's destination, as a string.
 func HostKey(rawURL string) string { return hostmap.KeyOf(mustRequest(rawURL)).String() }
+
+// budgetWithOneToken returns a budget made with opts whose bucket for
+// rawURL's host, a host that answered (not in an outage), holds one token
+// of its ten, so
+// that what settle deposits afterwards shows in BudgetTokens: Ratio (0.1)
+// per success and per first attempt answered with a failure, nothing for a
+// retry that failed, and a retry's token back when it succeeds.
+func budgetWithOneToken(rawURL string, opts RetryBudgetOptions) *RetryBudget {
+	b := NewRetryBudget(opts)
+	BudgetDeposit(b, rawURL, http.StatusOK)
+	for BudgetTokens(b, rawURL) > 1 {
+		BudgetWithdraw(b, rawURL)
+	}
+	return b
+}

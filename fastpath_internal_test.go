@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/hop"
 	"github.com/stretchr/testify/assert"
@@ -167,21 +168,20 @@ func TestJudgeFastPathSameOutcome(t *testing.T) {
 }
 
 // TestFastPathStillSettles checks that the successes of the fast path are
-// recorded by the budget as every success is: the host's recent first
-// attempts and its latest success.
+// recorded by the budget as every success is: each deposits into the
+// host's bucket, and the latest keeps the host alive (a host in an outage
+// parks retries only if it had a success within MaxWait).
 func TestFastPathStillSettles(t *testing.T) {
 	srv, _ := okServer(t)
-	b := NewRetryBudget(RetryBudgetOptions{})
+	b := budgetWithOneToken(srv.URL, RetryBudgetOptions{MaxWait: 300 * time.Millisecond})
+	time.Sleep(400 * time.Millisecond) // more than MaxWait
 	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b))
 	for range 5 {
 		getOK(t, tr, context.Background(), srv.URL)
 	}
-	req := httptest.NewRequest(http.MethodGet, srv.URL, nil)
-	h, ok := b.core.Inspect(req)
-	require.True(t, ok, "the host has a state")
-	assert.Equal(t, int64(5), h.OK)
-	assert.Zero(t, h.Failed)
-	assert.Greater(t, h.LastOK, int64(0))
+	assert.InDelta(t, 1.5, BudgetTokens(b, srv.URL), 1e-9, "five successes deposited")
+	BudgetOutage(b, srv.URL)
+	assert.True(t, b.core.Parks(b.core.Host(mustRequest(srv.URL))), "the latest success is recent: not dead")
 }
 
 // TestFastPathReportsToHooksAndBreaker checks that a success skips the

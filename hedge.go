@@ -68,9 +68,6 @@ func (s *settings) hedgingOn() bool {
 // attempt. Each one spends a token of the destination's retry budget, or
 // takes a free slot of its window, without waiting (RetryBudget.takeNow).
 func (h *hedge) allow() (lease, bool) {
-	if h.t.hedgeGate != nil {
-		return lease{}, h.t.hedgeGate(h.body.req)
-	}
 	return h.s.budget.takeNow(h.body.req)
 }
 

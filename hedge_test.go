@@ -342,53 +342,56 @@ func TestHedgeAllAttemptsFail(t *testing.T) {
 	})
 }
 
+// TestHedgeBudgetRefusesExtraAttempts: a budget without a token for the
+// host (and without parking, so without a slot of its window) refuses the
+// hedge after the delay and the retry after a failure: the only attempt's
+// outcome is the request's.
 func TestHedgeBudgetRefusesExtraAttempts(t *testing.T) {
 	tests := []struct {
 		name string
-		// answer answers the only attempt; asked is closed once the budget
-		// was asked for another.
-		answer     func(w http.ResponseWriter, asked <-chan struct{})
+		// answer answers the only attempt, after the hedge delay passed.
+		answer     func(w http.ResponseWriter)
 		wantStatus int
+		wantStop   retryhttp.StopReason
 	}{
 		{
 			name: "no hedge after the delay",
-			answer: func(w http.ResponseWriter, asked <-chan struct{}) {
-				select {
-				case <-asked:
-				case <-time.After(2 * time.Second):
-				}
+			answer: func(w http.ResponseWriter) {
+				time.Sleep(300 * time.Millisecond) // 30 hedge delays
 				io.WriteString(w, "late")
 			},
 			wantStatus: http.StatusOK,
+			wantStop:   retryhttp.StopSuccess,
 		},
 		{
 			name:       "no retry after a 503",
-			answer:     func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusServiceUnavailable) },
+			answer:     func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) },
 			wantStatus: http.StatusServiceUnavailable,
+			wantStop:   retryhttp.StopBudgetRefused,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			asked := make(chan struct{})
 			hs := newHedgeServer(t, func(_ *hedgeServer, _ int, w http.ResponseWriter, _ *http.Request) {
-				tt.answer(w, asked)
+				tt.answer(w)
 			})
-			c, tr := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 2))
-			var n atomic.Int32
-			retryhttp.SetHedgeGate(tr, func(*http.Request) bool {
-				if n.Add(1) == 1 {
-					close(asked)
-				}
-				return false
-			})
+			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, NoParking: true})
+			require.True(t, retryhttp.BudgetWithdraw(b, hs.URL), "the host's only token, spent")
+			var stops []retryhttp.StopReason
+			c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 2), retryhttp.WithRetryBudget(b),
+				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+					if !d.Retry {
+						stops = append(stops, d.Reason)
+					}
+				}}))
 
 			res, err := c.Get(hs.URL)
 			require.NoError(t, err)
 			readAll(t, res)
 
 			assert.Equal(t, tt.wantStatus, res.StatusCode)
-			assert.EqualValues(t, 1, hs.hits.Load())
-			assert.EqualValues(t, 1, n.Load(), "asked once, then no more attempts")
+			assert.EqualValues(t, 1, hs.hits.Load(), "no other attempt")
+			assert.Equal(t, []retryhttp.StopReason{tt.wantStop}, stops)
 		})
 	}
 }

@@ -33,40 +33,38 @@ func hedgedGET(t *testing.T, tr *Transport, url string) {
 func TestHedgedAttemptTimedOnRealClocks(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(srv.Close)
-	b := NewRetryBudget(RetryBudgetOptions{})
+	b := budgetWithOneToken(srv.URL, RetryBudgetOptions{MaxWait: 300 * time.Millisecond})
 	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b), WithHedging(time.Minute, 1))
-	hedgedGET(t, tr, srv.URL) // the host's state, made
+	time.Sleep(400 * time.Millisecond) // more than MaxWait: without a success since, the host is dead
 
-	before := b.core.Now()
 	hedgedGET(t, tr, srv.URL)
-	h, ok := b.core.Inspect(httptest.NewRequest(http.MethodGet, srv.URL, nil))
-	after := b.core.Now()
-	require.True(t, ok)
-	// The latest success is kept if less than a millisecond old.
-	assert.GreaterOrEqual(t, h.LastOK, before-int64(time.Millisecond))
-	assert.LessOrEqual(t, h.LastOK, after)
-	assert.GreaterOrEqual(t, h.OK, int64(1), "the hedged first attempt counts as a first attempt")
-	assert.Zero(t, h.Failed)
-	assert.Positive(t, h.MinLatency, "its latency is measured")
-	assert.LessOrEqual(t, h.MinLatency, time.Duration(after-before))
+	assert.InDelta(t, 1.1, BudgetTokens(b, srv.URL), 1e-9, "the hedged attempt's success is settled")
+	BudgetOutage(b, srv.URL)
+	assert.True(t, b.core.Parks(b.core.Host(mustRequest(srv.URL))),
+		"its end is recorded on the budget's clock as the latest success: not dead")
 }
 
+// TestHedgedAttemptTimedOnTheTransportClock: the hedged first attempt's
+// latency is read on the Transport's clock, and it counts as one first
+// attempt: a window unused for MaxWait starts again at its cap, twice the
+// host's rate of first attempts (one in the last 750-800ms, the span of its
+// statistics: internal/budget/pacer.go, statSlots) times their lowest
+// latency, and at least 20.
 func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
 	clock := newStepClock(time.Unix(1_000_000, 0))
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		clock.Advance(250 * time.Millisecond) // the attempt's time, on the test's clock
+		clock.Advance(time.Minute) // the attempt's time, on the test's clock
 	}))
 	t.Cleanup(srv.Close)
-	b := NewRetryBudget(RetryBudgetOptions{Clock: clock})
+	b := NewRetryBudget(RetryBudgetOptions{Clock: clock, MaxWait: time.Millisecond})
 	tr := New(WithTransport(srv.Client().Transport), WithRetryBudget(b), WithHedging(time.Minute, 1),
 		WithClock(clock))
 	hedgedGET(t, tr, srv.URL)
 
-	h, ok := b.core.Inspect(httptest.NewRequest(http.MethodGet, srv.URL, nil))
-	require.True(t, ok)
-	assert.Equal(t, int64(1), h.OK)
-	assert.Equal(t, 250*time.Millisecond, h.MinLatency, "the latency is read on the Transport's clock")
-	now := b.core.Now() // the end is read on the budget's clock, at the attempt's end
-	assert.LessOrEqual(t, h.LastOK, now)
-	assert.Greater(t, h.LastOK, now-int64(time.Millisecond))
+	clock.Advance(2 * time.Millisecond) // more than MaxWait
+	b.core.Poke(b.core.Host(mustRequest(srv.URL)))
+	window, _, _ := BudgetPacing(b, srv.URL)
+	// 2 × (1 / 750-800ms) × 60s
+	assert.GreaterOrEqual(t, window, 150.0, "one first attempt of a minute, on the Transport's clock")
+	assert.LessOrEqual(t, window, 160.0)
 }

@@ -254,11 +254,13 @@ func TestParkedExpiredWaitMarksPushback(t *testing.T) {
 
 // sustainTraffic sends first attempts to url, without retries, through a
 // transport sharing b, until the test ends, and waits until the host's gate
-// is closed: a fifth or more of them fail, and no probe is released.
+// judges by them: gateSample of them answered (url's host fails a fifth or
+// more of them, so the gate is then closed, and no probe is released).
 func sustainTraffic(t *testing.T, b *retryhttp.RetryBudget, url string) {
 	c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	var answered atomic.Int32
 	go func() {
 		defer close(done)
 		for {
@@ -269,13 +271,19 @@ func sustainTraffic(t *testing.T, b *retryhttp.RetryBudget, url string) {
 				if res, err := c.Get(url); err == nil {
 					_, _ = io.Copy(io.Discard, res.Body)
 					res.Body.Close()
+					answered.Add(1)
 				}
 			}
 		}
 	}()
 	t.Cleanup(func() { close(stop); <-done })
-	require.Eventually(t, func() bool { return retryhttp.BudgetGateClosed(b, url) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return answered.Load() >= gateSample }, 10*time.Second, time.Millisecond)
 }
+
+// gateSample is the number of recent first attempts a host's gate needs to
+// judge by their share of failures (internal/budget/pacer.go,
+// gateMinSamples).
+const gateSample = 20
 
 // BudgetSpend empties the bucket of rawURL's host.
 func BudgetSpend(b *retryhttp.RetryBudget, rawURL string) {

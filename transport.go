@@ -84,8 +84,6 @@ type Transport struct {
 	policyOf func(*http.Request) *Policy // WithPolicyFunc (policy.go); nil: none
 
 	clk Clock // WithClock; nil: the real clock (clock.go)
-	// hedgeGate stands in for the retry budget in hedge.allow; nil: the budget.
-	hedgeGate func(req *http.Request) bool
 	// The latency of first attempts, for adaptive hedging (hedgedelay.go).
 	tails tailLatencies
 }

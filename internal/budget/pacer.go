@@ -50,12 +50,6 @@ const (
 	congestionFloor  = 20 * time.Millisecond
 )
 
-// Parameters the tests of package retryhttp count with.
-const (
-	OutageStreak = outageStreak // failures in a row that make an outage
-	ProbeQuiet   = probeQuiet   // the pace of probes of a host without traffic
-)
-
 // PollInterval is how often the first parked retry looks at the gate (its
 // host's recent first attempts change with time alone).
 const PollInterval = statSlot

@@ -1,7 +1,6 @@
 package budget
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
@@ -197,34 +196,4 @@ func (b *Budget) FailParked(k hostmap.Key, owner any) {
 	h.mu.Lock()
 	h.step(b.clock(), input{ev: evFail, owner: owner})
 	h.mu.Unlock()
-}
-
-// Inspection is what Inspect reads of a host: its recent first attempts
-// (those the gate judges by) that succeeded and failed, their successes'
-// lowest latency, the time of its latest success (on the budget's clock,
-// as Now counts it), and whether its gate is closed with enough samples to
-// judge. Package retryhttp's tests read it: they see the pacing only from
-// outside.
-type Inspection struct {
-	OK, Failed int64
-	MinLatency time.Duration
-	LastOK     int64
-	GateClosed bool
-}
-
-// Inspect returns the state of req's host, if b tracks it. It takes the
-// host's lock.
-func (b *Budget) Inspect(req *http.Request) (Inspection, bool) {
-	h, ok := b.hosts.Get(hostmap.KeyOf(req))
-	if !ok {
-		return Inspection{}, false
-	}
-	at := b.clock()
-	okN, fail, _, minLat := h.stats.recent(at)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return Inspection{
-		OK: okN, Failed: fail, MinLatency: minLat, LastOK: h.stats.lastOK.Load(),
-		GateClosed: okN+fail >= gateMinSamples && !h.gate(at),
-	}, true
 }

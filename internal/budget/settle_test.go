@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,14 +24,14 @@ func TestSettleRecordsTheEndItIsGiven(t *testing.T) {
 	c.advance(time.Second)
 	at := b.Now() - int64(100*time.Millisecond) // not now: proves it is not read again
 	b.Settle(req, true, true, &Outcome{First: true, Latency: 5 * time.Millisecond, At: at, AtKnown: true}, nil)
-	in, ok := b.Inspect(req)
+	h, ok := b.hosts.Get(hostmap.KeyOf(req))
 	require.True(t, ok)
-	assert.Equal(t, at, in.LastOK)
-	assert.Equal(t, 5*time.Millisecond, in.MinLatency)
-	assert.Equal(t, int64(1), in.OK)
+	okN, _, _, minLat := h.stats.recent(b.Now())
+	assert.Equal(t, at, h.stats.lastOK.Load())
+	assert.Equal(t, 5*time.Millisecond, minLat)
+	assert.Equal(t, int64(1), okN)
 
 	c.advance(time.Second)
 	b.Settle(req, true, true, &Outcome{}, nil)
-	in, _ = b.Inspect(req)
-	assert.Equal(t, b.Now(), in.LastOK, "read on the budget's clock")
+	assert.Equal(t, b.Now(), h.stats.lastOK.Load(), "read on the budget's clock")
 }
