@@ -150,7 +150,10 @@ var (
 // most the probes of its parked retries (retryhttp.MaxProbes): want is
 // then a floor, and want plus MaxProbes per budget on the way a ceiling.
 func TestChainDeadTail(t *testing.T) {
-	parkingOff := []retryhttp.Option{noParking(retryhttp.RetryBudgetOptions{})}
+	// A budget of its own for each case: a budget shared by the cases
+	// would find, when a closed server's port is given again to a later
+	// case's server, the host's bucket spent by the earlier case.
+	parkingOff := func() []retryhttp.Option { return []retryhttp.Option{noParking(retryhttp.RetryBudgetOptions{})} }
 	tests := []struct {
 		name     string
 		cfg      chainConfig
@@ -170,12 +173,12 @@ func TestChainDeadTail(t *testing.T) {
 		},
 		{
 			name: "budget only, parking off (no Pushback): 10 retries per hop", requests: 200,
-			cfg:  chainConfig{none: true, opts: parkingOff},
+			cfg:  chainConfig{none: true, opts: parkingOff()},
 			want: [servers]int64{210, 220, 230, 240, 250},
 		},
 		{
 			name: "budget only, parking off, fresh chain: the first request", requests: 1,
-			cfg:  chainConfig{none: true, opts: parkingOff},
+			cfg:  chainConfig{none: true, opts: parkingOff()},
 			want: [servers]int64{4, 14, 24, 34, 44},
 		},
 		{
@@ -189,7 +192,7 @@ func TestChainDeadTail(t *testing.T) {
 		},
 		{
 			name: "budget and signal, parking off", requests: 1000,
-			cfg:  chainConfig{opts: parkingOff},
+			cfg:  chainConfig{opts: parkingOff()},
 			want: [servers]int64{1000, 1000, 1000, 1000, 1010},
 		},
 		{
@@ -199,12 +202,12 @@ func TestChainDeadTail(t *testing.T) {
 		},
 		{
 			name: "mixed: S3 without Pushback", requests: 200,
-			cfg:  chainConfig{bare: 3, opts: parkingOff},
+			cfg:  chainConfig{bare: 3, opts: parkingOff()},
 			want: [servers]int64{200, 200, 210, 210, 220},
 		},
 		{
 			name: "mixed: S3 unaware (no Pushback, signal off)", requests: 200,
-			cfg:  chainConfig{bare: 3, opts: parkingOff, bareOpts: []retryhttp.Option{signalOff}},
+			cfg:  chainConfig{bare: 3, opts: parkingOff(), bareOpts: []retryhttp.Option{signalOff}},
 			want: [servers]int64{200, 200, 210, 220, 230},
 		},
 	}
