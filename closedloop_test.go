@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/tokenbucket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -60,35 +61,6 @@ func (p *pauseLedger) arrive(id string, now time.Time, pause time.Duration) {
 	if pause > 0 {
 		p.last[id] = now.Add(pause)
 	}
-}
-
-// loopBucket is a token bucket of burst tokens refilled at rate per
-// second, full when made.
-type loopBucket struct {
-	rate, burst float64
-
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
-}
-
-func newLoopBucket(rate, burst float64) *loopBucket {
-	return &loopBucket{rate: rate, burst: burst, tokens: burst, last: time.Now()}
-}
-
-// take refills the bucket up to now and takes a token if there is one.
-func (b *loopBucket) take(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if now.After(b.last) {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 // getAs sends a GET of url as logical request id, with a deadline of
@@ -147,7 +119,7 @@ func TestClosedLoopRateLimitedBatch(t *testing.T) {
 		rate, burst = 10, 10
 		retryAfter  = time.Second
 	)
-	bucket := newLoopBucket(rate, burst)
+	bucket := tokenbucket.New(rate, burst, time.Now())
 	var ledger pauseLedger
 	var limited, free atomic.Int64
 	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
@@ -157,7 +129,7 @@ func TestClosedLoopRateLimitedBatch(t *testing.T) {
 		}
 		now := time.Now()
 		limited.Add(1)
-		if bucket.take(now) {
+		if bucket.Take(now) {
 			ledger.arrive(r.Header.Get(loopRequestHeader), now, 0)
 			return
 		}

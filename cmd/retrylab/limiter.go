@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/tokenbucket"
 )
 
 // Paths and header of the rate-limited server.
@@ -17,39 +19,6 @@ const (
 	// tell when a retry comes back sooner than its last 429 said.
 	labRequestHeader = "X-Lab-Request"
 )
-
-// tokenBucket is a token bucket holding up to burst tokens, refilled at rate
-// tokens per second. It reads no clock: the time is passed to takeAt, and
-// the refill is computed from it lazily. Safe for concurrent use.
-type tokenBucket struct {
-	rate, burst float64
-
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time // of the last refill
-}
-
-// newTokenBucket returns a full bucket at now.
-func newTokenBucket(rate, burst float64, now time.Time) *tokenBucket {
-	return &tokenBucket{rate: rate, burst: burst, tokens: burst, last: now}
-}
-
-// takeAt refills the bucket up to t and takes a token from it if there is
-// one, and reports whether there was. A t before the last refill refills
-// nothing.
-func (b *tokenBucket) takeAt(t time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if t.After(b.last) {
-		b.tokens = min(b.burst, b.tokens+t.Sub(b.last).Seconds()*b.rate)
-		b.last = t
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
 
 // stated is the pause a 429 asked of a logical request: not before at+pause.
 type stated struct {
@@ -64,7 +33,7 @@ type stated struct {
 // request (labRequestHeader) that arrived before the pause stated by the
 // last 429 of that request had passed.
 type limiter struct {
-	bucket     *tokenBucket
+	bucket     *tokenbucket.Bucket
 	retryAfter int // seconds
 
 	arrivals atomic.Int64 // on /limited
@@ -78,7 +47,7 @@ type limiter struct {
 
 // newLimiter returns a limiter whose bucket is full now.
 func newLimiter(rate, burst float64, retryAfter int) *limiter {
-	return &limiter{bucket: newTokenBucket(rate, burst, time.Now()), retryAfter: retryAfter, last: map[string]stated{}}
+	return &limiter{bucket: tokenbucket.New(rate, burst, time.Now()), retryAfter: retryAfter, last: map[string]stated{}}
 }
 
 // serve is the limiter's handler.
@@ -90,7 +59,7 @@ func (l *limiter) serve(w http.ResponseWriter, r *http.Request) int {
 	}
 	now := time.Now()
 	l.arrivals.Add(1)
-	ok := l.bucket.takeAt(now)
+	ok := l.bucket.Take(now)
 	l.note(r.Header.Get(labRequestHeader), now, ok)
 	if ok {
 		w.WriteHeader(http.StatusOK)
