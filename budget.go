@@ -236,9 +236,11 @@ func (b *RetryBudget) settle(req *http.Request, ok, answered bool, o *attemptOut
 	b.inner().Settle(req, ok, answered, o, l)
 }
 
-// takeNow claims a retry of req without waiting (budget.TakeNow).
+// takeNow claims a hedge of req without waiting (budget.Admit): a token,
+// or a free slot of its host's window.
 func (b *RetryBudget) takeNow(req *http.Request) (lease, bool) {
-	return b.inner().TakeNow(req)
+	v := b.inner().Admit(&budget.Retry{Req: req, Hedge: true})
+	return v.Lease, v.Do == budget.Send
 }
 
 // The budget's types, as the loop knows them.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/seed2409de8f/retryhttp/internal/respbody"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
@@ -68,8 +69,15 @@ func SettingsFor(t *Transport, req *http.Request) ResolvedSettings {
 func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }
 
 // BudgetWithdraw takes a retry token for rawURL's host.
-func BudgetWithdraw(b *RetryBudget, rawURL string) bool {
-	return b.core.Host(mustRequest(rawURL)).Withdraw()
+func BudgetWithdraw(b *RetryBudget, rawURL string) bool { return WithdrawFor(b, mustRequest(rawURL)) }
+
+// BudgetParks reports whether a retry without a token parks on rawURL's
+// host now (it is in an outage, or recovering from one); it spends the
+// host's tokens to find out.
+func BudgetParks(b *RetryBudget, rawURL string) bool {
+	for BudgetWithdraw(b, rawURL) {
+	}
+	return b.core.Admit(&budget.Retry{Req: mustRequest(rawURL), Bound: budget.NoBound}).Do == budget.Park
 }
 
 // BudgetDeposit credits rawURL's host as an attempt answered with status
@@ -81,8 +89,9 @@ func BudgetDeposit(b *RetryBudget, rawURL string, status int) {
 // hostBudget returns the state of rawURL's host, made if it is missing.
 func hostBudget(b *RetryBudget, rawURL string) HostBudget {
 	req := mustRequest(rawURL)
-	b.core.Host(req)
 	want := hostmap.KeyOf(req).String()
+	// A first attempt, let go at once, makes its state if it is missing.
+	b.core.Admit(&budget.Retry{Req: req, First: true})
 	for h := range b.Hosts() {
 		if h.Destination == want {
 			return h
@@ -114,8 +123,11 @@ func mustRequest(rawURL string) *http.Request {
 // SetBase sets the base transport of t.
 func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
 
-// WithdrawFor exposes the budget's withdrawal of a token, for benchmarks.
-func WithdrawFor(b *RetryBudget, req *http.Request) bool { return b.core.Host(req).Withdraw() }
+// WithdrawFor takes a token of req's host, as a retry sent at once that
+// finds one does.
+func WithdrawFor(b *RetryBudget, req *http.Request) bool {
+	return b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Send
+}
 
 // DepositFor records the outcome of an attempt that is neither a first
 // attempt nor a parked retry, for benchmarks.

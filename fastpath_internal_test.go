@@ -181,7 +181,7 @@ func TestFastPathStillSettles(t *testing.T) {
 	}
 	assert.InDelta(t, 1.5, BudgetTokens(b, srv.URL), 1e-9, "five successes deposited")
 	BudgetOutage(b, srv.URL)
-	assert.True(t, b.core.Parks(b.core.Host(mustRequest(srv.URL))), "the latest success is recent: not dead")
+	assert.True(t, BudgetParks(b, srv.URL), "the latest success is recent: not dead")
 }
 
 // TestFastPathReportsToHooksAndBreaker checks that a success skips the

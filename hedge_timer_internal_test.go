@@ -40,7 +40,7 @@ func TestHedgedAttemptTimedOnRealClocks(t *testing.T) {
 	hedgedGET(t, tr, srv.URL)
 	assert.InDelta(t, 1.1, BudgetTokens(b, srv.URL), 1e-9, "the hedged attempt's success is settled")
 	BudgetOutage(b, srv.URL)
-	assert.True(t, b.core.Parks(b.core.Host(mustRequest(srv.URL))),
+	assert.True(t, BudgetParks(b, srv.URL),
 		"its end is recorded on the budget's clock as the latest success: not dead")
 }
 
@@ -62,7 +62,12 @@ func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
 	hedgedGET(t, tr, srv.URL)
 
 	clock.Advance(2 * time.Millisecond) // more than MaxWait
-	b.core.Poke(b.core.Host(mustRequest(srv.URL)))
+	// A step of the host's pacing: a hedge that finds no token asks for a
+	// slot.
+	for BudgetWithdraw(b, srv.URL) {
+	}
+	l, _ := b.takeNow(mustRequest(srv.URL))
+	l.End(outNeutral, 0, 0)
 	window, _, _ := BudgetPacing(b, srv.URL)
 	// 2 × (1 / 750-800ms) × 60s
 	assert.GreaterOrEqual(t, window, 150.0, "one first attempt of a minute, on the Transport's clock")

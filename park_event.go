@@ -65,13 +65,13 @@ type ParkEvent struct {
 	Reason StopReason
 }
 
-// reportPark completes e with h's state and reports it to the hooks and
-// the logger.
-func (o *observer) reportPark(e ParkEvent, h *budget.Host) {
+// reportPark completes e with its host's pacing, st, and reports it to
+// the hooks and the logger.
+func (o *observer) reportPark(e ParkEvent, st budget.Stand) {
 	if o == nil || len(o.onPark) == 0 && (o.logger == nil || e.Kind == ParkDropped) {
 		return
 	}
-	e.Window, e.InFlight, e.Parked = h.Pacing()
+	e.Window, e.InFlight, e.Parked = st.Window, st.InFlight, st.Parked
 	e.Host = hostmap.KeyOf(e.Attempt.Req).String()
 	for _, fn := range o.onPark {
 		fn(e)

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/budget"
 )
 
 // Attempt describes one attempt at sending a request, as seen by a
@@ -190,11 +192,11 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 	if !idem.guessed && body.mayReplay() && s.maxRetries > 0 && !t.baseReplaysOnlyUnsent() {
 		body.req, w = watchWrites(body.req) // writewatch.go
 	}
-	var l lease           // the retry's claim on the destination's budget
-	var acct retryAccount // what the request spent of the budget (park.go)
+	var l lease             // the retry's claim on the destination's budget
+	var claim *budget.Retry // the request's account with the budget (admit.go)
 	if s.holdDuringPause {
 		// Held while its host's stated pause runs (pause.go).
-		if l, err = t.holdFirst(ctx, s, req); err != nil {
+		if l, err = t.holdFirst(ctx, s, req, &claim); err != nil {
 			closeBody(req)
 			return nil, ending{StopCanceled, 0}, err
 		}
@@ -254,7 +256,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
-		if l, why, err = t.awaitRetry(ctx, s, a, d, o.Pause, &acct); why == StopCanceled {
+		if l, why, err = t.awaitRetry(ctx, s, a, d, o.Pause, &claim); why == StopCanceled {
 			return nil, ending{why, count}, err
 		} else if why != 0 {
 			return res, ending{why, count}, err
@@ -280,17 +282,19 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 	if b == nil && s.hedgeQuantile == 0 {
 		return t.send(req, s.attemptTimeout) // no latency wanted, nothing to settle
 	}
-	mono := t.clk == nil && b != nil && b.core.Real()
 	var start time.Time // the transport's clock, unless mono
 	var at int64        // the budget's, if mono
-	if mono {
-		at = b.core.Now()
-	} else {
+	mono := false
+	if t.clk == nil && b != nil {
+		at, mono = b.core.Now()
+	}
+	if !mono {
 		start = t.clock().Now()
 	}
 	res, err := t.send(req, s.attemptTimeout)
 	if mono {
-		o.At, o.AtKnown = b.core.Now(), true
+		o.At, _ = b.core.Now()
+		o.AtKnown = true
 		o.Latency = time.Duration(o.At - at)
 	} else {
 		o.Latency = t.clock().Now().Sub(start)

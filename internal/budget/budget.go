@@ -1,14 +1,17 @@
-// Package budget is the machinery of a retry budget (retryhttp.RetryBudget,
-// whose doc has the model): per destination host, a bucket of tokens, the
-// host's recent outcomes (hostStats), and the window of parked retries with
-// their queue (pacer). The window and the queue change in one transition
-// function (Host.step), under the host's lock; the bucket and the
-// statistics with atomic operations. Time is lazy (no goroutines, no
-// timers) and read from the Clock given to New.
+// Package budget is a retry budget (retryhttp.RetryBudget, whose doc has
+// the model), and the rule of docs/storms.md's table: Admit decides each
+// retry (send now, wait then send, park, refuse) from its host's mode
+// (normal, outage, recovering, dead: admit.go) and its pause (lane.go);
+// Settle records each attempt's outcome. Per destination host, it keeps a
+// bucket of tokens, the host's recent outcomes (hostStats), the window of
+// parked retries with their queue (pacer), and the pause lane. The window,
+// the queue and the lane change in one transition function (host.step),
+// under the host's lock; the bucket and the statistics with atomic
+// operations. Time is lazy (no goroutines, no timers) and read from the
+// Clock given to New.
 //
-// The loop's side of parking (waiting on a timer, reporting, the stop
-// reasons) stays in package retryhttp: it reaches a host through Host,
-// Enqueue, Check, Poke and Leave.
+// The caller's side of a wait (its timer, its reports, its stop reasons)
+// stays in package retryhttp: a parked retry waits through its Waiter.
 package budget
 
 import (
@@ -47,7 +50,7 @@ const tokenScale = 1_000_000
 type Budget struct {
 	ratio    int64 // micro-tokens deposited per success, in [1, capacity]
 	capacity int64 // micro-tokens
-	hosts    *hostmap.Map[*Host]
+	hosts    *hostmap.Map[*host]
 
 	noParking bool
 	maxWait   time.Duration
@@ -67,7 +70,7 @@ func New(cfg Config, clk Clock) *Budget {
 	b.ratio = int64(math.Round(min(cfg.Ratio, float64(capacity)) * tokenScale))
 	b.ratio = min(max(b.ratio, 1), b.capacity)
 	full := b.capacity
-	b.hosts = hostmap.New(cfg.MaxHosts, func(hostmap.Key) *Host {
+	b.hosts = hostmap.New(cfg.MaxHosts, func(hostmap.Key) *host {
 		return newHost(full, b.maxWait, b.clock())
 	})
 	return b
@@ -91,23 +94,9 @@ func (b *Budget) clock() int64 {
 	return int64(b.clk.Now().Sub(b.origin))
 }
 
-// Now is the time on b's clock as Outcome.At counts it.
-func (b *Budget) Now() int64 { return b.clock() }
-
-// Pauses reports whether the retries of responses that asked for a pause
-// wait in their host's lane (lane.go): parking is on.
-func (b *Budget) Pauses() bool { return !b.noParking }
-
-// Real reports whether b runs on the real clock.
-func (b *Budget) Real() bool { return b.clk == nil }
-
-// MaxWait is the bound on the time one request spends parked.
-func (b *Budget) MaxWait() time.Duration { return b.maxWait }
-
-// Host returns the state of req's host, made if it is missing.
-func (b *Budget) Host(req *http.Request) *Host {
-	return b.hosts.GetOrCreate(hostmap.KeyOf(req))
-}
+// Now is the time on b's clock as Outcome.At counts it, and whether that
+// is the real clock.
+func (b *Budget) Now() (at int64, real bool) { return b.clock(), b.clk == nil }
 
 // Outcome is what Settle needs to know of an attempt besides whether it
 // succeeded.
@@ -139,7 +128,7 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 	if b == nil {
 		return
 	}
-	var h *Host
+	var h *host
 	switch {
 	case l != nil && l.host != nil:
 		h = l.host
@@ -172,7 +161,7 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 		h.step(at, input{ev: evPoke})
 		h.mu.Unlock()
 		if slowed {
-			h.Withdraw() // the lane's retries that fail spend the bucket
+			h.withdraw() // the lane's retries that fail spend the bucket
 		}
 	}
 	switch {
@@ -207,14 +196,8 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 	}
 }
 
-// TokenLease returns the lease of a retry sent with a token of h, whose
-// request owes owed tokens (given back if it succeeds: Settle).
-func (b *Budget) TokenLease(h *Host, owed int) Lease {
-	return Lease{b: b, host: h, owed: owed}
-}
-
-// Withdraw takes one token if there is one.
-func (h *Host) Withdraw() bool {
+// withdraw takes one token if there is one.
+func (h *host) withdraw() bool {
 	for {
 		v := h.tokens.Load()
 		if v < tokenScale {
@@ -229,7 +212,7 @@ func (h *Host) Withdraw() bool {
 // deposit adds n micro-tokens, up to the capacity. A full bucket, the usual
 // state of a healthy host, is only read, so that goroutines depositing to
 // the same host do not fight over its cache line.
-func (h *Host) deposit(n int64) {
+func (h *host) deposit(n int64) {
 	for {
 		v := h.tokens.Load()
 		if v >= h.capacity {
@@ -254,7 +237,7 @@ func (b *Budget) Each(fn func(hostmap.Key, HostState) bool) {
 	if b == nil {
 		return
 	}
-	b.hosts.Each(func(k hostmap.Key, h *Host) bool {
+	b.hosts.Each(func(k hostmap.Key, h *host) bool {
 		return fn(k, HostState{
 			Tokens:   float64(h.tokens.Load()) / tokenScale,
 			Capacity: int(h.capacity / tokenScale),
@@ -265,7 +248,7 @@ func (b *Budget) Each(fn func(hostmap.Key, HostState) bool) {
 	})
 }
 
-// HasToken reports whether h has a token now, without taking it: a retry
-// that sees one waits its delay and then withdraws it (Withdraw), when it
+// hasToken reports whether h has a token now, without taking it: a retry
+// that sees one waits its delay and then withdraws it (withdraw), when it
 // is sent.
-func (h *Host) HasToken() bool { return h.tokens.Load() >= tokenScale }
+func (h *host) hasToken() bool { return h.tokens.Load() >= tokenScale }

@@ -51,7 +51,7 @@ const laneGapShrink = 0.95
 
 // inPause reports whether the host is in a pause episode: it answered
 // with a pause within the budget's MaxWait, or retries wait in its lane.
-func (h *Host) inPause(at int64) bool {
+func (h *host) inPause(at int64) bool {
 	since := h.pause.since.Load()
 	return since != 0 && (at-h.pause.last.Load() <= int64(h.maxWait)+h.pause.stated.Load() || h.lanes.Load() > 0)
 }
@@ -65,16 +65,16 @@ type pauseState struct {
 	stated atomic.Int64 // the latest stated pause, nanoseconds
 }
 
-// Held reports whether h's server stated a pause that has not run out
+// held reports whether h's server stated a pause that has not run out
 // yet, or requests wait in its lane for one (WithHoldDuringPause).
-func (b *Budget) Held(h *Host) bool {
+func (b *Budget) held(h *host) bool {
 	return h.lanes.Load() > 0 || h.pause.until.Load() > b.clock()
 }
 
-// LaneETA returns when a retry that joins h's lane now would be released,
+// laneETA returns when a retry that joins h's lane now would be released,
 // at the earliest, at the pace the lane keeps (the gap between releases);
 // now when the pace is not known yet.
-func (b *Budget) LaneETA(h *Host) time.Duration {
+func (b *Budget) laneETA(h *host) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := &h.lane
@@ -87,7 +87,7 @@ func (b *Budget) LaneETA(h *Host) time.Duration {
 
 // paused records that an attempt of h was answered with a pause of stated
 // (zero: none stated) at time at.
-func (h *Host) paused(at int64, stated time.Duration) {
+func (h *host) paused(at int64, stated time.Duration) {
 	ps := &h.pause
 	if ps.since.Load() == 0 || !h.inPause(at) {
 		ps.since.Store(max(at, 1))
@@ -101,7 +101,7 @@ func (h *Host) paused(at int64, stated time.Duration) {
 
 // laneStep releases the lane's waiters the pace allows at time at.
 // Requires h.mu.
-func (h *Host) laneStep(at int64) {
+func (h *host) laneStep(at int64) {
 	l := &h.lane
 	if l.queue.n == 0 && l.inFlight == 0 && !h.inPause(at) {
 		// The episode is over: the next one learns the pace again.
@@ -131,7 +131,7 @@ func (h *Host) laneStep(at int64) {
 // laneWake returns when the head of the lane should look again, on its
 // own: when the gap, or the pause it holds for, runs out; 0 if an answer
 // is what it waits for. Requires h.mu.
-func (h *Host) laneWake(w *Waiter) int64 {
+func (h *host) laneWake(w *Waiter) int64 {
 	l := &h.lane
 	if w.timeless {
 		return 0
@@ -151,7 +151,7 @@ func (h *Host) laneWake(w *Waiter) int64 {
 // of the host), pause whether the host asked for a pause again. It
 // reports whether the answer slowed the pace down: the lane's retries
 // that do so are those the bucket pays for. Requires h.mu.
-func (h *Host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (slowed bool) {
+func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (slowed bool) {
 	l := &h.lane
 	l.inFlight--
 	switch {

@@ -16,7 +16,7 @@ type laneFixture struct {
 	t     *testing.T
 	clock *fakeClock
 	b     *Budget
-	h     *Host
+	h     *host
 	req   *http.Request
 }
 
@@ -25,15 +25,15 @@ func newLaneFixture(t *testing.T) *laneFixture {
 	b := New(testConfig(), c)
 	req := httptest.NewRequest(http.MethodGet, "http://api.test/", nil)
 	b.Settle(req, false, true, &Outcome{First: true, Pause: true, Stated: time.Second}, nil)
-	return &laneFixture{t: t, clock: c, b: b, h: b.Host(req), req: req}
+	return &laneFixture{t: t, clock: c, b: b, h: b.hostOf(req), req: req}
 }
 
 // wait puts n retries in the lane, as awaitPause does after their pause.
 func (f *laneFixture) wait(n int) []*Waiter {
 	ws := make([]*Waiter, n)
 	for i := range ws {
-		ws[i] = f.b.NewLaneWaiter(nil, false, f.clock)
-		require.True(f.t, f.b.Enqueue(f.h, ws[i]))
+		ws[i] = f.b.laneWaiter(f.h, false, f.clock)
+		require.True(f.t, f.b.enqueue(f.h, ws[i]))
 	}
 	return ws
 }
@@ -53,10 +53,10 @@ func (f *laneFixture) released(ws []*Waiter) []Lease {
 
 // next moves the clock to the lane's next release and lets the host look.
 func (f *laneFixture) next() {
-	if d := time.Duration(f.h.lane.next - f.b.Now()); d > 0 {
+	if d := time.Duration(f.h.lane.next - f.b.clock()); d > 0 {
 		f.clock.advance(d)
 	}
-	f.b.Poke(f.h)
+	f.b.poke(f.h)
 }
 
 // answer settles the attempt a lane lease sent: ok, or a 429 with
@@ -87,7 +87,7 @@ func TestLanePaceLearnedFromAnswers(t *testing.T) {
 	f.answer(ls[0], false) // the host asks for a pause again
 	assert.Equal(t, time.Second/4, f.h.lane.gap, "the pause over the 4 it accepted")
 	assert.Empty(t, f.released(ws), "the next waits the gap")
-	_, wake, _ := f.b.Check(f.h, ws[5])
+	_, wake, _ := f.b.check(f.h, ws[5])
 	assert.Equal(t, time.Second/4, wake, "the head wakes up when the gap runs out")
 
 	// Probing: each success halves the gap.
@@ -103,7 +103,7 @@ func TestLanePaceLearnedFromAnswers(t *testing.T) {
 	f.next()
 	ls = f.released(ws)
 	require.Len(t, ls, 1)
-	since := time.Duration(f.b.Now() - f.h.lane.mark)
+	since := time.Duration(f.b.clock() - f.h.lane.mark)
 	f.answer(ls[0], false)
 	assert.Equal(t, since/2, f.h.lane.gap, "two successes between the pauses")
 	assert.False(t, f.h.lane.probing)
@@ -127,7 +127,7 @@ func TestLaneSlowsOncePerRound(t *testing.T) {
 	// Two in flight at the old pace: release the second before the first
 	// is answered (a gap of zero is not serial once the pace is known).
 	f.h.lock(func() { f.h.lane.gap = time.Nanosecond; f.h.lane.probing = false })
-	f.b.Poke(f.h)
+	f.b.poke(f.h)
 	more := f.released(ws)
 	require.NotEmpty(t, more)
 	f.answer(ls[0], false)
@@ -143,24 +143,24 @@ func TestLaneSlowsOncePerRound(t *testing.T) {
 // on another clock is released as the host answers, without the gap.
 func TestLaneHoldAndOtherClocks(t *testing.T) {
 	f := newLaneFixture(t)
-	assert.True(t, f.b.Held(f.h), "the pause runs")
-	hold := f.b.NewLaneWaiter(nil, true, f.clock)
-	require.True(t, f.b.Enqueue(f.h, hold))
+	assert.True(t, f.b.held(f.h), "the pause runs")
+	hold := f.b.laneWaiter(f.h, true, f.clock)
+	require.True(t, f.b.enqueue(f.h, hold))
 	assert.Equal(t, WaitParked, hold.state)
-	_, wake, _ := f.b.Check(f.h, hold)
+	_, wake, _ := f.b.check(f.h, hold)
 	assert.Equal(t, time.Second, wake, "until the stated pause runs out")
 	f.clock.advance(time.Second)
-	f.b.Poke(f.h)
+	f.b.poke(f.h)
 	require.Equal(t, WaitReleased, hold.state)
 	f.answer(f.b.leaseOf(f.h, hold), true)
-	assert.False(t, f.b.Held(f.h), "the pause ran out and nothing waits")
+	assert.False(t, f.b.held(f.h), "the pause ran out and nothing waits")
 
 	g := newLaneFixture(t)
-	g.h.lock(func() { g.h.lane.gap, g.h.lane.next = time.Hour, g.b.Now()+int64(time.Hour) })
-	other := g.b.NewLaneWaiter(nil, true, nil) // the real clock, not the budget's
+	g.h.lock(func() { g.h.lane.gap, g.h.lane.next = time.Hour, g.b.clock()+int64(time.Hour) })
+	other := g.b.laneWaiter(g.h, true, nil) // the real clock, not the budget's
 	require.True(t, other.timeless)
 	assert.False(t, other.hold, "no hold on another clock")
-	require.True(t, g.b.Enqueue(g.h, other))
+	require.True(t, g.b.enqueue(g.h, other))
 	assert.Equal(t, WaitReleased, other.state, "released without waiting the gap")
 }
 
@@ -169,8 +169,8 @@ func TestLaneHoldAndOtherClocks(t *testing.T) {
 // pace is not known.
 func TestLaneETA(t *testing.T) {
 	f := newLaneFixture(t)
-	assert.Zero(t, f.b.LaneETA(f.h))
-	f.h.lock(func() { f.h.lane.gap, f.h.lane.next = 100*time.Millisecond, f.b.Now()+int64(50*time.Millisecond) })
+	assert.Zero(t, f.b.laneETA(f.h))
+	f.h.lock(func() { f.h.lane.gap, f.h.lane.next = 100*time.Millisecond, f.b.clock()+int64(50*time.Millisecond) })
 	f.wait(3)
-	assert.Equal(t, 350*time.Millisecond, f.b.LaneETA(f.h))
+	assert.Equal(t, 350*time.Millisecond, f.b.laneETA(f.h))
 }

@@ -52,7 +52,7 @@ func TestPacerReleasesAsTheHostAnswers(t *testing.T) {
 			k := len(released())
 			n, most = n+k, max(most, k)
 		}
-		window, inFlight, _ := f.h.Pacing()
+		window, inFlight, _ := f.h.pacing()
 		assert.Equal(t, 1, most, "rate %d/s: never a batch", rate)
 		assert.LessOrEqual(t, inFlight, window, "rate %d/s", rate)
 		assert.InDelta(t, min(rate/10, window-1), n, 1, "rate %d/s", rate)
@@ -67,9 +67,9 @@ func TestPacerRecoveryParks(t *testing.T) {
 	f.firsts(100, 100, 100*time.Millisecond, time.Millisecond) // an outage
 	f.h.stats.streak.Store(outageStreak)
 	at := f.b.clock()
-	assert.True(t, f.h.parks(at, time.Second), "in an outage")
+	assert.True(t, f.h.parks(at), "in an outage")
 	f.h.stats.streak.Store(0) // a success: not an outage any more
-	assert.False(t, f.h.parks(at, time.Second), "nothing parked: not a recovery")
+	assert.False(t, f.h.parks(at), "nothing parked: not a recovery")
 	ws := f.park(1)
 	// Half the first attempts fail, in turn: the gate is closed, and it
 	// is not an outage.
@@ -79,7 +79,7 @@ func TestPacerRecoveryParks(t *testing.T) {
 	}
 	f.step(input{ev: evPoke})
 	assert.Zero(t, f.h.released(ws))
-	assert.False(t, f.h.parks(f.b.clock(), time.Second), "the gate is closed: not a recovery")
+	assert.False(t, f.h.parks(f.b.clock()), "the gate is closed: not a recovery")
 	f.firsts(100, 0, 200*time.Millisecond, time.Millisecond) // the host answers again
-	assert.True(t, f.h.parks(f.b.clock(), time.Second), "parked retries and an open gate: a recovery")
+	assert.True(t, f.h.parks(f.b.clock()), "parked retries and an open gate: a recovery")
 }

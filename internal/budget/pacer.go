@@ -54,14 +54,14 @@ const (
 // host's recent first attempts change with time alone).
 const PollInterval = statSlot
 
-// Host is the retry state of one destination host: its bucket of
+// host is the retry state of one destination host: its bucket of
 // tokens, its recent outcomes, and its window of parked retries in flight
 // with the queue of those waiting for it.
 //
 // The bucket and the statistics are updated with atomic operations, so that
 // an attempt that needs no slot takes no lock. The window and the queue
 // change only in step, under mu.
-type Host struct {
+type host struct {
 	tokens   atomic.Int64 // micro-tokens
 	capacity int64
 	maxWait  time.Duration // the budget's MaxWait
@@ -78,8 +78,8 @@ type Host struct {
 	lane lane  // guarded by mu
 }
 
-func newHost(capacity int64, maxWait time.Duration, at int64) *Host {
-	h := &Host{capacity: capacity, maxWait: maxWait}
+func newHost(capacity int64, maxWait time.Duration, at int64) *host {
+	h := &host{capacity: capacity, maxWait: maxWait}
 	h.tokens.Store(capacity)
 	// Until its first outcome, the host answers, as far as anyone knows,
 	// and never failed.
@@ -98,13 +98,13 @@ func newHost(capacity int64, maxWait time.Duration, at int64) *Host {
 
 // Idle reports whether forgetting the host loses nothing: a full bucket,
 // and nothing parked or in flight.
-func (h *Host) Idle() bool {
+func (h *host) Idle() bool {
 	return h.tokens.Load() >= h.capacity && !h.Busy()
 }
 
 // Busy reports whether callers wait on the host, or hold its slots: its
 // state must then be kept.
-func (h *Host) Busy() bool {
+func (h *host) Busy() bool {
 	return h.waiting.Load() > 0 || h.inFlight.Load() > 0 || h.lanes.Load() > 0
 }
 
@@ -168,7 +168,7 @@ type input struct {
 // reports, for evTake,
 // whether a slot was granted and its number. It requires h.mu held, and
 // wakes the waiters it releases or fails without blocking.
-func (h *Host) step(at int64, in input) (granted bool, seq uint64) {
+func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 	p := &h.p
 	head := p.queue.head
 	// Lazy time: a window unused for longer than a retry may park (the
@@ -286,13 +286,13 @@ func (p *pacer) grow(limit float64) {
 // window (limit: the most in flight), else a token of the bucket, which
 // successes may have refilled; it reports whether it did. The caller
 // checked the gate and the pace. Requires h.mu.
-func (h *Host) release(limit float64) bool {
+func (h *host) release(limit float64) bool {
 	p := &h.p
 	w := p.queue.head
 	switch {
 	case float64(p.inFlight) < limit:
 		w.seq = p.take()
-	case h.Withdraw():
+	case h.withdraw():
 		w.seq = 0 // a token: no slot to give back
 	default:
 		return false
@@ -309,7 +309,7 @@ func (h *Host) release(limit float64) bool {
 // the most parked retries the window lets be in flight now. The credit is
 // held to releaseShare (one first attempt's share), so that neither a gate closed for long nor a pause
 // between events lets a batch through at once. Requires h.mu.
-func (h *Host) accrue(at int64) float64 {
+func (h *host) accrue(at int64) float64 {
 	limit, rate := h.windowCap(at)
 	p := &h.p
 	if at > p.creditAt {
@@ -330,7 +330,7 @@ func (h *Host) accrue(at int64) float64 {
 // per second. The lowest latency is held for minLatHold, so that a queue
 // which builds up during an outage does not pass for the host's speed.
 // Requires h.mu.
-func (h *Host) windowCap(at int64) (limit, rate float64) {
+func (h *host) windowCap(at int64) (limit, rate float64) {
 	_, _, rate, lat := h.stats.recent(at)
 	lat = h.minLatency(at, lat)
 	return max(minWindowCap, capFactor*rate*lat.Seconds()), rate
@@ -338,7 +338,7 @@ func (h *Host) windowCap(at int64) (limit, rate float64) {
 
 // minLatency returns the host's lowest latency held for minLatHold, given
 // lat, the lowest of its recent first attempts. Requires h.mu.
-func (h *Host) minLatency(at int64, lat time.Duration) time.Duration {
+func (h *host) minLatency(at int64, lat time.Duration) time.Duration {
 	p := &h.p
 	if lat > 0 && (lat <= p.lastMinLat || p.lastMinLat == 0 || at-p.lastMinAt > int64(minLatHold)) {
 		p.lastMinLat, p.lastMinAt = lat, at
@@ -349,7 +349,7 @@ func (h *Host) minLatency(at int64, lat time.Duration) time.Duration {
 // queued reports whether a success that took lat, with the attempt timeout
 // timeout, waited in a queue of the host (see congested): a sign that it
 // has no room for more. It takes h.mu.
-func (h *Host) queued(at int64, lat, timeout time.Duration) bool {
+func (h *host) queued(at int64, lat, timeout time.Duration) bool {
 	_, _, _, recent := h.stats.recent(at)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -362,7 +362,7 @@ func (h *Host) queued(at int64, lat, timeout time.Duration) bool {
 // of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with
 // fewer, once no failure was heard for probeQuiet, while the latest
 // outcome was a success, else for one probe at a time. Requires h.mu.
-func (h *Host) gate(at int64) bool {
+func (h *host) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
 	if n := float64(ok + fail); n >= gateMinSamples {
 		// Below the share by one standard deviation of a sample of n, so
@@ -375,32 +375,6 @@ func (h *Host) gate(at int64) bool {
 		return false
 	}
 	return lastOK > lastFail || h.p.inFlight == 0
-}
-
-// inOutage reports whether the host is in an outage as far as its callers
-// can tell: its latest outageStreak attempts failed, or none of its
-// attempts succeeded since the budget first saw it; and it is not known
-// dead: it had a success within maxWait, the first sight of the host
-// counting as one. Retries without a token are parked only then.
-func (h *Host) inOutage(at int64, maxWait time.Duration) bool {
-	return h.stats.streak.Load() >= outageStreak && at-h.stats.lastOK.Load() <= int64(maxWait)
-}
-
-// parks reports whether a retry without a token parks on the host: in an
-// outage (inOutage), and in the recovery from one, while the retries
-// parked in the outage are being released (the gate is open), so that a
-// retry that fails in the drain waits behind them rather than be refused.
-// It takes h.mu in the recovery.
-func (h *Host) parks(at int64, maxWait time.Duration) bool {
-	switch {
-	case h.inOutage(at, maxWait):
-		return true
-	case h.waiting.Load() == 0 || at-h.stats.lastOK.Load() > int64(maxWait):
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.gate(at)
 }
 
 // below reports whether fail failures of n attempts are below

@@ -16,11 +16,11 @@ func (c *fakeClock) Now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func newFakeClock() *fakeClock               { return &fakeClock{t: time.Unix(1_000_000, 0)} }
 func (c *fakeClock) budget() *Budget         { return New(testConfig(), c) }
-func (h *Host) lock(f func())                { h.mu.Lock(); defer h.mu.Unlock(); f() }
+func (h *host) lock(f func())                { h.mu.Lock(); defer h.mu.Unlock(); f() }
 func newTestWaiter(owner any) *Waiter {
 	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
 }
-func (h *Host) released(ws []*Waiter) int { return countState(ws, WaitReleased) }
+func (h *host) released(ws []*Waiter) int { return countState(ws, WaitReleased) }
 
 func countState(ws []*Waiter, s WaitState) int {
 	n := 0
@@ -37,14 +37,14 @@ func countState(ws []*Waiter, s WaitState) int {
 type pacerFixture struct {
 	clock *fakeClock
 	b     *Budget
-	h     *Host
+	h     *host
 }
 
 func newPacerFixture(t *testing.T) *pacerFixture {
 	c := newFakeClock()
 	b := c.budget()
 	h := b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "example.test"})
-	for h.Withdraw() {
+	for h.withdraw() {
 	}
 	h.stats.record(b.clock(), false, false, 0) // a retry just failed
 
@@ -280,7 +280,7 @@ func TestPacerWindowForgetsItsHalvingsAfterIdle(t *testing.T) {
 	f.step(input{ev: evSettle, out: SlotFailed, seq: seq})
 	w, _, _ := f.pacing()
 	require.InDelta(t, minWindowCap/2, w, 1e-9, "a failure halved it")
-	f.clock.advance(f.b.MaxWait())
+	f.clock.advance(f.b.maxWait)
 	f.step(input{ev: evPoke})
 	w, _, _ = f.pacing()
 	require.InDelta(t, minWindowCap/2, w, 1e-9, "unused for MaxWait: kept")

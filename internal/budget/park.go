@@ -17,34 +17,22 @@ const (
 	WaitLeft                      // gave up
 )
 
-// Waiter is one parked retry. Its fields but ch are guarded by its host's
-// mu.
+// Waiter is one parked retry (Verdict.Waiter). Its fields but ch, b, h
+// and r are guarded by its host's mu.
 type Waiter struct {
 	ch         chan struct{} // rung, without blocking, when state changes or it becomes first
+	b          *Budget
+	h          *host
+	r          *Retry // its request's account: a release with a token is owed
 	state      WaitState
 	seq        uint64 // the slot's number, once released; 0: released with a token
 	owner      any    // the circuits of its Transport (evFail), opaque
 	lane       bool   // waits in the pause lane (lane.go), not the outage's queue
 	hold       bool   // in the lane: not released before the host's stated pause ran out
 	timeless   bool   // in the lane: its caller waits on another clock than the budget's
+	owes       bool   // released with a token, which its request owes…
+	owed       int    // …with the tokens of its earlier retries
 	prev, next *Waiter
-}
-
-// NewWaiter returns a retry about to park, which fails at once when a
-// circuit of owner opens (FailParked); owner may be nil.
-func NewWaiter(owner any) *Waiter {
-	return &Waiter{ch: make(chan struct{}, 1), owner: owner}
-}
-
-// NewLaneWaiter returns a retry about to wait in the pause lane, as
-// NewWaiter; hold: not released before the host's latest stated pause has
-// run out; clock: the clock its caller waits on (nil: the real one). A
-// caller on another clock than b's cannot wait for a time on b's: the
-// lane releases it as the host answers, without the pace's gap or the
-// hold.
-func (b *Budget) NewLaneWaiter(owner any, hold bool, clock any) *Waiter {
-	timeless := clock != any(b.clk) && (clock != nil || b.clk != nil)
-	return &Waiter{ch: make(chan struct{}, 1), owner: owner, lane: true, hold: hold && !timeless, timeless: timeless}
 }
 
 // Rung is rung when w's state changes or it becomes the first in its
@@ -97,100 +85,107 @@ func (q *waitQueue) remove(w *Waiter) {
 	q.n--
 }
 
-// Parked reports whether retries are parked on h, without its lock.
-func (h *Host) Parked() bool { return h.waiting.Load() > 0 }
+// parked reports whether retries are parked on h, without its lock.
+func (h *host) parked() bool { return h.waiting.Load() > 0 }
 
-// Parks reports whether a retry without a token parks on h now: parking is
-// on, and h is in an outage or in the recovery from one (Host.parks).
-func (b *Budget) Parks(h *Host) bool {
-	return !b.noParking && h.parks(b.clock(), b.maxWait)
-}
-
-// Enqueue parks w on h, unless MaxParked retries are parked there already.
-func (b *Budget) Enqueue(h *Host, w *Waiter) bool {
+// Enqueue parks w on its host, unless MaxParked retries are parked there
+// already.
+func (w *Waiter) Enqueue() bool {
+	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.p.queue.n+h.lane.queue.n >= b.maxParked {
+	if h.p.queue.n+h.lane.queue.n >= w.b.maxParked {
 		return false
 	}
-	h.step(b.clock(), input{ev: evPark, w: w})
+	h.step(w.b.clock(), input{ev: evPark, w: w})
 	return true
 }
 
-// Check returns where w, parked on h, stands, how long it may sleep before
-// it looks again on its own (0: until it is rung), and, once released, its
-// lease. The first in the outage's queue looks every PollInterval (the
-// gate changes with time alone); the first in the lane when the pace
-// allows its release.
-func (b *Budget) Check(h *Host, w *Waiter) (WaitState, time.Duration, Lease) {
+// Stand is where a parked retry stands (Waiter.Check, Waiter.Leave), with
+// its host's pacing, for reports.
+type Stand struct {
+	State WaitState
+	// Sleep is how long the retry may sleep before it looks again on its
+	// own, unless it is rung first; at most until its host has had no
+	// success for too long (MaxWait, and for a retry in the lane the
+	// host's latest stated pause on top). Zero or less: that time has
+	// come, and the retry must leave.
+	Sleep time.Duration
+	Lease Lease // once released
+
+	Window, InFlight, Parked int // the host's window, its slots held, the retries parked on it
+}
+
+// Check lets w's host look at the time (the gate may have opened, the
+// lane's gap run out), and returns where w stands. The first in the
+// outage's queue looks every PollInterval (the gate changes with time
+// alone); the first in the lane when the pace allows its release; the
+// others wait to be rung.
+func (w *Waiter) Check() Stand {
+	b, h := w.b, w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var wake time.Duration
+	at := b.clock()
+	h.step(at, input{ev: evPoke})
+	alive := b.maxWait - time.Duration(at-h.stats.lastOK.Load())
+	if w.lane {
+		alive += time.Duration(h.pause.stated.Load())
+	}
+	st := w.stand()
+	st.Sleep = alive
 	switch {
-	case w.state != WaitParked:
+	case w.state != WaitParked || alive <= 0:
 	case w.lane && h.lane.queue.head == w:
-		if at := h.laneWake(w); at > 0 {
-			wake = max(time.Duration(at-b.clock()), time.Microsecond)
+		if next := h.laneWake(w); next > 0 {
+			st.Sleep = min(alive, max(time.Duration(next-at), time.Microsecond))
 		}
 	case !w.lane && h.p.queue.head == w:
-		wake = PollInterval
+		st.Sleep = min(alive, PollInterval)
 	}
-	return w.state, wake, b.leaseOf(h, w)
+	return st
 }
 
-// leaseOf returns the lease of w, released on h: a slot, or a token.
-func (b *Budget) leaseOf(h *Host, w *Waiter) Lease {
-	return Lease{b: b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane}
-}
-
-// Alive returns how long h may go on without a success before w, parked
-// on it, gives up: MaxWait since its latest success, and for a retry in
-// the lane the host's latest stated pause on top.
-func (b *Budget) Alive(h *Host, w *Waiter) time.Duration {
-	d := b.maxWait - time.Duration(b.clock()-h.stats.lastOK.Load())
-	if w.lane {
-		d += time.Duration(h.pause.stated.Load())
-	}
-	return d
-}
-
-// Poke lets h look at the time: the gate may have opened.
-func (b *Budget) Poke(h *Host) {
-	h.mu.Lock()
-	h.step(b.clock(), input{ev: evPoke})
-	h.mu.Unlock()
-}
-
-// Leave takes w out of h's queue. If the window released it meanwhile, it
-// reports true with the lease it holds.
-func (b *Budget) Leave(h *Host, w *Waiter) (Lease, bool) {
+// Leave takes w out of its host's queue. If it was released meanwhile, its
+// state says so, with the lease it holds.
+func (w *Waiter) Leave() Stand {
+	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w.state == WaitParked {
-		h.step(b.clock(), input{ev: evLeave, w: w})
+		h.step(w.b.clock(), input{ev: evLeave, w: w})
 	}
-	return b.leaseOf(h, w), w.state == WaitReleased
+	return w.stand()
 }
 
-// Pacing returns h's window, the slots held and the retries parked.
-func (h *Host) Pacing() (window, inFlight, parked int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return int(h.p.window), h.p.inFlight, h.p.queue.n
+// stand returns where w stands, its lease once released: a slot, or a
+// token, which its request owes. Requires h.mu.
+func (w *Waiter) stand() Stand {
+	h := w.h
+	st := Stand{State: w.state, Window: int(h.p.window), InFlight: h.p.inFlight, Parked: h.p.queue.n}
+	if w.state == WaitReleased {
+		st.Lease = Lease{b: w.b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane}
+		if !st.Lease.held && !w.lane { // released with a token
+			if !w.owes {
+				w.owes, w.owed = true, w.r.owe()
+			}
+			st.Lease.owed = w.owed
+		}
+	}
+	return st
 }
 
 // Parked reports whether retries are parked on the host of k: b is a place
 // where the retries of circuits park (internal/breaker's Parking).
 func (b *Budget) Parked(k hostmap.Key) bool {
 	h, ok := b.hosts.Get(k)
-	return ok && h.Parked()
+	return ok && h.parked()
 }
 
 // FailParked fails at once the retries parked on the host of k by
 // Transports whose circuits are owner: their circuit opened.
 func (b *Budget) FailParked(k hostmap.Key, owner any) {
 	h, ok := b.hosts.Get(k)
-	if !ok || !h.Parked() {
+	if !ok || !h.parked() {
 		return
 	}
 	h.mu.Lock()

@@ -1,0 +1,288 @@
+package budget
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+	"github.com/seed2409de8f/retryhttp/internal/respbody"
+)
+
+// Retry is one request's claim on its destination's budget, as Admit
+// decides it: the caller fills its exported fields for each attempt it
+// wants to send beyond the first (or for the first, to hold it; or for a
+// hedge), and keeps the same Retry over the request's retries, which
+// carries the request's account: the tokens its retries took, owed back if
+// one succeeds (Settle).
+//
+// Durations are on the caller's clock, from the moment Admit is asked:
+// Admit never reads it, so that a caller on a clock of its own (a test's)
+// keeps its times.
+type Retry struct {
+	Req *http.Request  // the attempt's request: its host is the budget's
+	Res *http.Response // the response retried, if any
+
+	First  bool // a first attempt: Admit holds it while its host's stated pause runs (Hold), or lets it go
+	Hedge  bool // a hedge: a token, or a slot of the window, now, or nothing
+	Hold   bool // WithHoldDuringPause: also wait, in the lane, for the host's latest stated pause to run out
+	Pause  bool // Res asked for a pause (a 429, Retry-After, a rate-limit reset)
+	Reused bool // Res is a success (a policy may retry some): the request's debt is cleared
+
+	Delay    time.Duration // the wait the policy chose, before the retry is sent
+	Bound    time.Duration // the latest it may be sent: the caller's deadline less an attempt's timeout (NoBound: none)
+	MaxDelay time.Duration // the longest wait the caller allows (WithMaxDelay): the pause lane's bound
+	Parked   time.Duration // the request's time parked so far, over all its retries
+
+	Owner any // the circuits of its Transport, opaque: a parked retry fails when one opens (FailParked)
+	Clock any // the caller's clock (nil: the real one): a lane waiter on another clock than the budget's is released without a gap
+
+	stage stage
+	until time.Duration // the bound of the parking to come, from the end of the wait in progress
+	kept  int8          // Res was kept in memory (1) or could not be (-1); 0: not tried yet
+	owed  int           // tokens the request's retries took, given back if one succeeds
+}
+
+// NoBound is Retry.Bound for a request without a deadline.
+const NoBound = time.Duration(1<<63 - 1)
+
+// stage is how far Admit's decision of a retry went: a retry that must
+// wait its delay before the decision is complete is asked about again
+// after it.
+type stage uint8
+
+const (
+	decide    stage = iota // nothing decided yet
+	takeAfter              // a token was free: take it once the delay is waited
+	parkAfter              // none: take one if successes brought it, else park
+	laneAfter              // a pause: join the lane once the delay is waited
+)
+
+// Action is what the caller does with a retry (Verdict.Do).
+type Action uint8
+
+const (
+	// Send: wait Verdict.After, then send the retry with Verdict.Lease.
+	Send Action = iota + 1
+	// Wait: wait Verdict.After (the retry's delay: it is under way), then
+	// ask Admit again.
+	Wait
+	// Park: unless the request's circuit is open, wait Verdict.After, not
+	// yet under way, and ask Admit again; or, with no After, park
+	// Verdict.Waiter (Waiter.Enqueue) for at most Verdict.Until.
+	Park
+	// Refuse: the budget refuses the retry.
+	Refuse
+)
+
+// Verdict is Admit's decision about a retry.
+type Verdict struct {
+	Do     Action
+	After  time.Duration
+	Lease  Lease         // Send
+	Waiter *Waiter       // Park without After
+	Until  time.Duration // Park: the longest it may stay parked
+}
+
+// mode is a host's state, as far as a retry without a token is concerned:
+// the rows of docs/storms.md's table. A host's pause (lane.go) is a state
+// beside it: a host answering 429 to everyone is also in an outage.
+type mode uint8
+
+const (
+	normal     mode = iota // it answers: a retry without a token is refused, the host has no room for it
+	outage                 // its latest outageStreak attempts failed, one succeeded within MaxWait: park
+	recovering             // the retries parked in an outage are being released (the gate is open): park behind them
+	dead                   // an outage with no success for MaxWait: refused at once, parked retries give up
+)
+
+// mode returns h's mode at time at; it takes h.mu to tell a recovery.
+func (h *host) mode(at int64) mode {
+	failing := h.stats.streak.Load() >= outageStreak
+	switch alive := at-h.stats.lastOK.Load() <= int64(h.maxWait); {
+	case failing && alive:
+		return outage
+	case failing:
+		return dead
+	case !alive || h.waiting.Load() == 0:
+		return normal
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate(at) {
+		return recovering
+	}
+	return normal
+}
+
+// Admit decides what becomes of the retry r, now: docs/storms.md's table.
+//
+//   - A retry of a response that asked for a pause takes no token: it
+//     waits its delay, then the pause lane (lane.go) releases it at the
+//     pace the host accepts, if it would before its bound (MaxDelay, the
+//     caller's Bound); else it is an ordinary retry. It is refused at once
+//     when the host's bucket is empty (the lane's retries that failed
+//     spent it), and sent after its delay without queueing when its
+//     response cannot be kept.
+//   - Otherwise, a token is taken when the retry is sent, after its delay,
+//     if the host has one and nothing is parked there: the bucket bounds
+//     the retries sent, not those that wait. A delay longer than MaxWait,
+//     a response that cannot be kept over the delay, or one that asked the
+//     client to back off takes it as it is decided.
+//   - A retry that finds no token, at either moment, is parked if its host
+//     is in an outage or recovering from one (mode), the bounds leave time
+//     to wait after its delay and its response is kept: for MaxWait per
+//     request in all, within the caller's Bound. Else it is refused.
+//
+// A first attempt (First) is let go at once, but held in the lane while
+// its host's stated pause runs if it asked for it (Hold). A hedge (Hedge)
+// is sent with a token, or with a slot of the window if parking is on, the
+// gate is open, the window has room and nothing is parked; or refused. A
+// nil Budget sends everything at once.
+func (b *Budget) Admit(r *Retry) Verdict {
+	if b == nil {
+		return Verdict{Do: Send, After: r.Delay}
+	}
+	h := b.hosts.GetOrCreate(hostmap.KeyOf(r.Req))
+	switch {
+	case r.Hedge:
+		return b.hedge(h)
+	case r.First:
+		if !r.Hold || b.noParking || !b.held(h) {
+			return Verdict{Do: Send}
+		}
+		return b.parkIn(h, r, true, min(r.MaxDelay, r.Bound))
+	}
+	switch r.stage {
+	case takeAfter, parkAfter:
+		if !h.parked() && h.withdraw() {
+			return b.send(h, r, 0)
+		}
+		if r.stage == takeAfter {
+			return b.noToken(h, r, 0)
+		}
+		return b.parkIn(h, r, false, r.until)
+	case laneAfter:
+		return b.parkIn(h, r, true, r.until)
+	}
+	r.kept = 0 // a new retry, a new response
+	if r.Pause && !b.noParking {
+		if bound := min(r.MaxDelay, r.Bound); max(r.Delay, b.laneETA(h)) <= bound {
+			switch {
+			case !h.hasToken():
+				return Verdict{Do: Refuse}
+			case !keep(r):
+				return Verdict{Do: Send, After: r.Delay}
+			}
+			r.stage, r.until = laneAfter, bound-r.Delay
+			return Verdict{Do: Wait, After: r.Delay}
+		}
+		// The lane would not release it in time: it needs a token, as
+		// any retry.
+	}
+	if h.parked() || !h.hasToken() {
+		return b.noToken(h, r, r.Delay)
+	}
+	if r.Delay == 0 || r.Delay > b.maxWait || asked(r.Res) || !keep(r) {
+		if h.withdraw() {
+			return b.send(h, r, r.Delay)
+		}
+		return b.noToken(h, r, r.Delay)
+	}
+	r.stage = takeAfter
+	return Verdict{Do: Wait, After: r.Delay}
+}
+
+// noToken decides a retry that found no token and has wait left of its
+// delay: parked if its host's mode allows and the bounds leave time; else,
+// should a token have come meanwhile, sent; else refused.
+func (b *Budget) noToken(h *host, r *Retry, wait time.Duration) Verdict {
+	until := min(wait+b.maxWait-r.Parked, r.Bound)
+	m := h.mode(b.clock())
+	if b.noParking || m != outage && m != recovering || until <= wait || !keep(r) {
+		if h.withdraw() {
+			return b.send(h, r, wait)
+		}
+		return Verdict{Do: Refuse}
+	}
+	r.stage, r.until = parkAfter, until-wait
+	if wait > 0 {
+		return Verdict{Do: Park, After: wait}
+	}
+	return b.Admit(r) // successes may have refilled the bucket: parkAfter
+}
+
+// send returns the verdict of a retry that took a token of h: sent after
+// wait, with the request's debt. A token is not owed back when the
+// response retried asked the client to back off: a server that says so is
+// short of room, and retrying it is not free whatever it answers next.
+func (b *Budget) send(h *host, r *Retry, wait time.Duration) Verdict {
+	r.stage = decide
+	return Verdict{Do: Send, After: wait, Lease: Lease{b: b, host: h, owed: r.owe()}}
+}
+
+// owe records that a retry of r took a token, and returns the tokens the
+// request owes.
+func (r *Retry) owe() int {
+	if r.Reused {
+		r.owed = 0
+	}
+	if !asked(r.Res) {
+		r.owed++
+	}
+	return r.owed
+}
+
+// parkIn returns the verdict of a retry of r that parks on h, in the
+// pause lane (lane) or in the outage's queue, for at most until.
+func (b *Budget) parkIn(h *host, r *Retry, lane bool, until time.Duration) Verdict {
+	r.stage = decide
+	w := &Waiter{ch: make(chan struct{}, 1), b: b, h: h, r: r, owner: r.Owner}
+	if lane {
+		w.lane = true
+		w.timeless = r.Clock != any(b.clk) && (r.Clock != nil || b.clk != nil)
+		w.hold = (r.Hold || r.First) && !w.timeless
+	}
+	return Verdict{Do: Park, Waiter: w, Until: until}
+}
+
+// hedge claims a hedge on h without waiting: a token, or else a slot of
+// the window if parking is on, the gate is open, the window has room and
+// nothing is parked.
+func (b *Budget) hedge(h *host) Verdict {
+	if h.withdraw() {
+		return Verdict{Do: Send, Lease: Lease{b: b, host: h}}
+	}
+	if b.noParking {
+		return Verdict{Do: Refuse}
+	}
+	h.mu.Lock()
+	granted, seq := h.step(b.clock(), input{ev: evTake})
+	h.mu.Unlock()
+	if !granted {
+		return Verdict{Do: Refuse}
+	}
+	return Verdict{Do: Send, Lease: Lease{b: b, host: h, seq: seq, held: true}}
+}
+
+// keep holds r's response over a wait, if it can, and reports whether it
+// did: its body is read into memory (respbody.Keep), so that the response
+// can be returned after the wait without holding a connection. A retry
+// whose response could not be kept is never refused after its wait: the
+// response was let go. Admit tries only when the retry may wait for more
+// than its delay, and once per retry.
+func keep(r *Retry) bool {
+	if r.kept == 0 {
+		r.kept = -1
+		if respbody.Keep(r.Res) {
+			r.kept = 1
+		}
+	}
+	return r.kept > 0
+}
+
+// asked reports whether res asked the client to back off: a 429, or a
+// Retry-After. A server that says so is short of room: retrying it is not
+// free whatever it answers next.
+func asked(res *http.Response) bool {
+	return res != nil && (res.StatusCode == http.StatusTooManyRequests || res.Header.Get("Retry-After") != "")
+}
