@@ -37,7 +37,7 @@ const (
 
 // RetryBudgetOptions configures NewRetryBudget. The zero value of each field
 // means its default; so does an invalid value (negative, NaN or infinite).
-// docs/storms.md has the algorithm and its bounds.
+// docs/budget-algorithm.md has the algorithm and its bounds.
 type RetryBudgetOptions struct {
 	// Ratio is the number of tokens that a successful attempt deposits in
 	// its host's bucket; each retry sent without parking withdraws one. The default
@@ -153,7 +153,7 @@ type RetryBudgetOptions struct {
 // and its failed ones at about Ratio per success; a blip shorter than
 // MaxWait gets its retries after it, at the pace of the host's own traffic.
 // The price is waiting, in an outage only: a failed request waits up to
-// MaxWait before it fails, instead of failing at once. docs/storms.md gives
+// MaxWait before it fails, instead of failing at once. docs/budget-algorithm.md gives
 // the arithmetic.
 //
 // Transports without WithRetryBudget share one budget with the defaults,

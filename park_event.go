@@ -36,7 +36,7 @@ func (k ParkKind) String() string {
 }
 
 // ParkEvent describes a change of a parked retry, for a Hooks.OnPark
-// hook. docs/storms.md describes parking.
+// hook. docs/budget-algorithm.md describes parking.
 type ParkEvent struct {
 	// Kind says what happened.
 	Kind ParkKind

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestAmplificationDeadBackend measures the table of docs/storms.md: server
+// TestAmplificationDeadBackend measures the table of docs/storms-lab.md: server
 // hits per logical request on a backend that answers every request with
 // 503, with 50 concurrent clients each sending 100 GETs. (Without a budget,
 // or without retries, the ratio does not depend on the number of requests:

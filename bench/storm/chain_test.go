@@ -15,7 +15,7 @@ import (
 
 const hops = 5 // retrying clients between the caller and the dead tail
 
-// TestAmplificationChain prints the second table of docs/storms.md: a chain
+// TestAmplificationChain prints the second table of docs/storms-lab.md: a chain
 // caller → A → B → C → D → tail, where each of the five clients (the
 // caller's and those of the four proxies A to D) is a library with its
 // defaults, and the tail answers every request with 503. A proxy answers

@@ -41,7 +41,7 @@ type library struct {
 }
 
 // probes bounds the retries a budget's parked retries send to a dead host
-// as probes, per outage (docs/storms.md: one per 250ms for 2s, and the
+// as probes, per outage (docs/budget-algorithm.md: one per 250ms for 2s, and the
 // first).
 const probes = 9
 
@@ -87,7 +87,7 @@ func libraries() []library {
 	}
 }
 
-// TestAmplificationDeadBackend prints the table of docs/storms.md: 50
+// TestAmplificationDeadBackend prints the table of docs/storms-lab.md: 50
 // concurrent clients, each with its own transport, send 100 GETs each to a
 // loopback server that answers every request with 503. (retryhttp's
 // Transports share the process's default budget, as they do without

@@ -133,7 +133,7 @@ func TestHerd(t *testing.T) {
 	// answers again (F requests, the first attempts that failed). Later
 	// retries follow a failed retry: sent with a token (the bucket's 10,
 	// plus 0.1 per successful attempt, S of them), or parked again and
-	// released as a probe (at most probes per outage, docs/storms.md). So
+	// released as a probe (at most probes per outage, docs/budget-algorithm.md). So
 	// at most F + 10 + 0.1·S + probes retries: 1 + f + (10 + 0.1·S +
 	// probes)/n attempts per request, which is 1 + 0.35 + (10 + 16 + 9)/160
 	// ≈ 1.57 when the outage falls as planned (f = 7/20 of the first
@@ -180,7 +180,7 @@ func assertBudgeted(t *testing.T, name string, attempts int64, tries [maxTry]tri
 
 // probes bounds the retries a budget's parked retries send to a dead host
 // as probes, per outage: one per 250ms for the 2s a host is waited for, and
-// the first (docs/storms.md).
+// the first (docs/budget-algorithm.md).
 const probes = 9
 
 func TestChain(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 // Parameters of the pacing of parked retries: twelve constants (the pause
 // lane has a thirteenth, lane.go's laneGapShrink), and probeQuiet derived
-// from them. docs/storms.md ("Parameters") states the principle of each.
+// from them. docs/budget-algorithm.md ("Parameters") states the principle of each.
 const (
 	statSlot       = 50 * time.Millisecond // resolution of a host's recent outcomes
 	statSlots      = 16                    // slots kept: the last 750-800ms, for the rate and latency
