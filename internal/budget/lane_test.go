@@ -28,7 +28,7 @@ func newLaneFixture(t *testing.T) *laneFixture {
 	return &laneFixture{t: t, clock: c, b: b, h: b.hostOf(req), req: req}
 }
 
-// wait puts n retries in the lane, as awaitPause does after their pause.
+// wait puts n retries in the lane, as Admit does after their pause.
 func (f *laneFixture) wait(n int) []*Waiter {
 	ws := make([]*Waiter, n)
 	for i := range ws {

@@ -7,22 +7,30 @@ import (
 	"time"
 )
 
-// Parameters of the pacing of parked retries: twelve constants (the pause
-// lane has a thirteenth, lane.go's laneGapShrink), and probeQuiet derived
-// from them. docs/budget-algorithm.md ("Parameters") states the principle of each.
+// Parameters of the pacing of parked retries: ten constants (the pause
+// lane has an eleventh, lane.go's laneGapShrink), and gateMinSamples,
+// probeQuiet and minWindowCap derived from them. docs/budget-algorithm.md
+// ("Parameters") states the principle of each.
 const (
-	statSlot       = 50 * time.Millisecond // resolution of a host's recent outcomes
-	statSlots      = 16                    // slots kept: the last 750-800ms, for the rate and latency
-	gateSlots      = 4                     // slots the gate judges by: the last 150-200ms
-	gateMinSamples = 20                    // first attempts the gate needs to judge by their share
-	gateFailShare  = 0.2                   // no release while this share of first attempts fail
+	statSlot      = 50 * time.Millisecond // resolution of a host's recent outcomes
+	statSlots     = 16                    // slots kept: the last 750-800ms, for the rate and latency
+	gateSlots     = 4                     // slots the gate judges by: the last 150-200ms
+	gateFailShare = 0.2                   // no release while this share of first attempts fail
+
+	// The gate judges by the share of failures only with enough first
+	// attempts that, at gateFailShare, each slot of its span holds one
+	// failure: fewer cannot show the share (20).
+	gateMinSamples = int(gateSlots / gateFailShare)
 
 	// With fewer samples, a lone probe once no failure was heard for
 	// probeQuiet: the gate's span and one slot more, so that the latest
 	// failure has left every slot the gate judges by (250ms).
 	probeQuiet = (gateSlots + 1) * statSlot
 
-	minWindowCap = 20               // the window's cap is at least this; the window starts at its cap
+	// The window's cap is at least the gate's sample, and the window
+	// starts at its cap: the retries it lets go at once, should they all
+	// fail, make one sample for the gate to judge by, no more (20).
+	minWindowCap = gateMinSamples
 	capFactor    = 2                // cap: capFactor × rate × lowest latency
 	minLatHold   = 10 * time.Second // the lowest latency is kept this long unless seen again
 
@@ -50,9 +58,9 @@ const (
 	congestionFloor  = 20 * time.Millisecond
 )
 
-// PollInterval is how often the first parked retry looks at the gate (its
+// pollInterval is how often the first parked retry looks at the gate (its
 // host's recent first attempts change with time alone).
-const PollInterval = statSlot
+const pollInterval = statSlot
 
 // host is the retry state of one destination host: its bucket of
 // tokens, its recent outcomes, and its window of parked retries in flight
@@ -90,8 +98,8 @@ func newHost(capacity int64, maxWait time.Duration, at int64) *host {
 	h.stats.streak.Store(outageStreak)
 	// The window starts at its cap: the pace, not a slow start, bounds
 	// the first releases.
-	h.p.window = minWindowCap
-	h.window.Store(minWindowCap)
+	h.p.window = float64(minWindowCap)
+	h.window.Store(int32(minWindowCap))
 	h.p.lastSettle, h.p.creditAt = at, at
 	return h
 }
@@ -208,7 +216,7 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 			// gate's sample: a closed loop whose callers all wait sends
 			// none), the answer releases the next: parked retries drain
 			// as fast as the host answers them.
-			if ok, fail, _, _ := h.stats.recent(at); ok+fail < gateMinSamples {
+			if ok, fail, _, _ := h.stats.recent(at); ok+fail < int64(gateMinSamples) {
 				p.credit = min(p.credit+1, releaseShare)
 			}
 		case in.out == SlotFailed && in.seq > p.halvedAt:
@@ -333,7 +341,7 @@ func (h *host) accrue(at int64) float64 {
 func (h *host) windowCap(at int64) (limit, rate float64) {
 	_, _, rate, lat := h.stats.recent(at)
 	lat = h.minLatency(at, lat)
-	return max(minWindowCap, capFactor*rate*lat.Seconds()), rate
+	return max(float64(minWindowCap), capFactor*rate*lat.Seconds()), rate
 }
 
 // minLatency returns the host's lowest latency held for minLatHold, given
@@ -364,7 +372,7 @@ func (h *host) queued(at int64, lat, timeout time.Duration) bool {
 // outcome was a success, else for one probe at a time. Requires h.mu.
 func (h *host) gate(at int64) bool {
 	ok, fail, _, _ := h.stats.recent(at)
-	if n := float64(ok + fail); n >= gateMinSamples {
+	if n := float64(ok + fail); n >= float64(gateMinSamples) {
 		// Below the share by one standard deviation of a sample of n, so
 		// that a host failing more than gateFailShare at random does not
 		// open the gate by the luck of a short sample.

@@ -118,7 +118,7 @@ type Stand struct {
 
 // Check lets w's host look at the time (the gate may have opened, the
 // lane's gap run out), and returns where w stands. The first in the
-// outage's queue looks every PollInterval (the gate changes with time
+// outage's queue looks every pollInterval (the gate changes with time
 // alone); the first in the lane when the pace allows its release; the
 // others wait to be rung.
 func (w *Waiter) Check() Stand {
@@ -140,7 +140,7 @@ func (w *Waiter) Check() Stand {
 			st.Sleep = min(alive, max(time.Duration(next-at), time.Microsecond))
 		}
 	case !w.lane && h.p.queue.head == w:
-		st.Sleep = min(alive, PollInterval)
+		st.Sleep = min(alive, pollInterval)
 	}
 	return st
 }
