@@ -18,7 +18,9 @@ import (
 //     answer releases the next, so that a closed loop whose every caller
 //     waits drains as fast as the host answers.
 //   - At the first pause answer, the host accepted the retries released so
-//     far in the pause it stated: releases are spaced by the pause over
+//     far in the pause it stated, and the first attempts it let through
+//     meanwhile (as far back as its statistics go: the callers the lane
+//     freed took its tokens too): releases are spaced by the pause over
 //     their number (the gap), which then halves with each success (a rate
 //     limiter refilled more than it let through at once) until the next
 //     pause answer.
@@ -27,8 +29,10 @@ import (
 //     (with fewer than two, the gap doubles); each success shortens it by
 //     a twentieth, to find out whether the host accepts more.
 //
-// A pause answer slows the pace at most once per round: the retries
-// released before it were sent at the old pace. The gap never exceeds the
+// A gap shortened by a success counts from the latest release, not from
+// the release it was set at. A pause answer slows the pace at most once
+// per round: the retries released before it were sent at the old pace.
+// The gap never exceeds the
 // pause stated. The lane's retries that slow the pace spend a token of the
 // bucket (Settle), so that a host that answers "pause" to everything gets
 // fewer and fewer of them. A waiter that asked for it (Waiter.hold) is not
@@ -38,6 +42,7 @@ type lane struct {
 	inFlight int
 	gap      time.Duration // the spacing of releases once the pace is known; 0: not yet
 	next     int64         // budget clock before which no retry is released
+	last     int64         // budget clock of the latest release
 	released uint64        // lane slots handed out so far
 	slowedAt uint64        // released when the pace was last slowed down
 	probing  bool          // the gap halves with each success until the next pause
@@ -122,6 +127,7 @@ func (h *host) laneStep(at int64) {
 		w.state = WaitReleased
 		w.ring()
 		l.next = at + int64(l.gap)
+		l.last = at
 		if l.queue.head != nil {
 			l.queue.head.ring() // the new head computes its own wait
 		}
@@ -168,6 +174,9 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (sl
 		default:
 			l.gap = max(time.Duration(float64(l.gap)*laneGapShrink), time.Millisecond)
 		}
+		if l.gap > 0 {
+			l.next = min(l.next, l.last+int64(l.gap))
+		}
 	default:
 		slowed = true
 		l.slowedAt = l.released
@@ -183,7 +192,7 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (sl
 			if span <= 0 {
 				span = time.Duration(at - h.pause.since.Load())
 			}
-			l.gap = span / time.Duration(max(l.markOK, 1))
+			l.gap = span / time.Duration(max(l.markOK+h.firstOKSince(at-int64(span), at), 1))
 			l.probing = true
 		case l.markOK >= 2:
 			// What the host accepted between two pauses: its pace.
@@ -201,4 +210,20 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (sl
 		l.mark, l.markOK = at, 0
 	}
 	return slowed
+}
+
+// firstOKSince counts the first attempts of h that succeeded from time
+// from to at, as far back as the host's statistics go.
+func (h *host) firstOKSince(from, at int64) int {
+	e0, e := from/int64(statSlot), at/int64(statSlot)
+	n := int64(0)
+	for i := range h.stats.slots {
+		s := &h.stats.slots[i]
+		se := s.epoch.Load()
+		if se > e || se < e0 || e-se >= statSlots {
+			continue
+		}
+		n += s.ok.Load()
+	}
+	return int(n)
 }

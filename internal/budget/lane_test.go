@@ -174,3 +174,31 @@ func TestLaneETA(t *testing.T) {
 	f.wait(3)
 	assert.Equal(t, 350*time.Millisecond, f.b.laneETA(f.h))
 }
+
+// TestLaneFirstPaceCountsFirstAttempts: at the first pause answer, the
+// host's first attempts that succeeded meanwhile (its statistics' span)
+// count with the lane's successes: the host accepted them in the pause it
+// stated too. And a success that shortens the gap brings the next release
+// forward: the gap counts from the latest release, not from the old pace.
+func TestLaneFirstPaceCountsFirstAttempts(t *testing.T) {
+	f := newLaneFixture(t)
+	ws := f.wait(10)
+	ls := f.released(ws)
+	require.Len(t, ls, 1)
+	f.answer(ls[0], true)
+	for range 3 { // a freed caller's first attempts take the host's tokens
+		f.b.Settle(f.req, true, true, &Outcome{First: true}, nil)
+	}
+	ls = f.released(ws)
+	require.Len(t, ls, 1)
+	f.answer(ls[0], false)
+	assert.Equal(t, time.Second/4, f.h.lane.gap, "the pause over the 1 retry and 3 first attempts it accepted")
+
+	f.next()
+	ls = f.released(ws)
+	require.Len(t, ls, 1)
+	released := f.b.clock()
+	f.answer(ls[0], true)
+	assert.Equal(t, time.Second/8, f.h.lane.gap, "probing: halved")
+	assert.Equal(t, released+int64(time.Second/8), f.h.lane.next, "the next release a new gap after the latest")
+}
