@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -62,8 +63,8 @@ type CircuitBreakerSettings struct {
 	FailureRatio float64
 
 	// MinRequests is the number of samples the window must hold before
-	// the circuit may open. Zero means 20.
-	MinRequests uint32
+	// the circuit may open. Zero or negative means 20.
+	MinRequests int
 
 	// Window is the period over which samples are counted: a rolling
 	// window in ten buckets, so samples older than Window are forgotten a
@@ -77,8 +78,8 @@ type CircuitBreakerSettings struct {
 	// HalfOpenProbes is the number of requests let through while half-open;
 	// the circuit closes once that many succeed in a row, and opens again
 	// at the first failure. Further requests fail with ErrCircuitOpen while
-	// the probes are in flight. Zero means 3.
-	HalfOpenProbes uint32
+	// the probes are in flight. Zero or negative means 3.
+	HalfOpenProbes int
 
 	// OnStateChange, if not nil, is called on every change of state of a
 	// destination's circuit, with the destination as scheme://host:port.
@@ -97,11 +98,10 @@ type CircuitBreakerSettings struct {
 
 // WithCircuitBreaker gives the transport a circuit breaker per destination
 // host, configured by settings (see CircuitBreakerSettings for its
-// defaults). There is none by default. Its states and rules are those of
-// github.com/sony/gobreaker/v2's two-step breaker; a closed circuit lets a
-// request through and counts its success without taking a lock, and time is
-// read from the transport's Clock (WithClock), whatever the order of the
-// options. The circuits are package internal/breaker's.
+// defaults). There is none by default. A circuit is closed, open or
+// half-open, as CircuitBreakerSettings describes (the rules of a two-step
+// breaker, as github.com/sony/gobreaker/v2's), and time is read from the
+// transport's Clock (WithClock), whatever the order of the options.
 //
 // While a destination's circuit is open, RoundTrip fails at once with an
 // error wrapping ErrCircuitOpen, without sending anything; the request's
@@ -132,10 +132,10 @@ type ticket = breaker.Ticket
 func newBreakers(s CircuitBreakerSettings, clock Clock) *breakers {
 	b := &breakers{set: breaker.New(breaker.Config{
 		FailureRatio:   s.FailureRatio,
-		MinRequests:    s.MinRequests,
+		MinRequests:    positiveUint32(s.MinRequests),
 		Window:         s.Window,
 		OpenTimeout:    s.OpenTimeout,
-		HalfOpenProbes: s.HalfOpenProbes,
+		HalfOpenProbes: positiveUint32(s.HalfOpenProbes),
 		MaxHosts:       s.MaxHosts,
 	}, clock)}
 	if s.OnStateChange != nil {
@@ -222,4 +222,16 @@ func sampleUnhappy(ctx context.Context, res *http.Response, err error) breaker.S
 		return breaker.Failure
 	}
 	return breaker.Success
+}
+
+// positiveUint32 returns n as internal/breaker counts, 0 (its default) when
+// n is zero or negative, and at most math.MaxUint32.
+func positiveUint32(n int) uint32 {
+	switch {
+	case n <= 0:
+		return 0
+	case uint64(n) > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(n)
 }

@@ -48,14 +48,13 @@ const (
 	// of the expired IETF draft draft-thomson-hybi-http-timeout (the time a
 	// client will await a response), in Envoy's unit
 	// (x-envoy-expected-rq-timeout-ms): seconds are too coarse within a data
-	// centre. See WithDeadlineHeader (deadline.go).
+	// centre. See WithDeadlineHeader.
 	DeadlineHeader = "Request-Timeout-Ms"
 
 	// DefaultIdempotencyKeyHeader is the header that carries the idempotency
 	// keys the transport injects, unless IdempotencyKeys.Header names
 	// another. It is the field defined by the IETF draft "The
-	// Idempotency-Key HTTP Header Field". See WithIdempotencyKeys
-	// (idempotency.go).
+	// Idempotency-Key HTTP Header Field". See WithIdempotencyKeys.
 	DefaultIdempotencyKeyHeader = "Idempotency-Key"
 )
 

@@ -40,7 +40,7 @@ const (
 // its destination, so the number of series is bounded by the budget's
 // MaxHosts; attrs are added to every one (a name for the budget, when a
 // process has several). The window of parked retries is reported per
-// event by the instruments of Metrics (retryhttp.client.park.window).
+// event by the instruments of New (retryhttp.client.park.window).
 // Unregister the returned registration to stop. It fails if b is nil or an
 // instrument cannot be made.
 func ObserveRetryBudget(b *retryhttp.RetryBudget, mp metric.MeterProvider, attrs ...attribute.KeyValue) (metric.Registration, error) {

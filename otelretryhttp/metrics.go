@@ -125,7 +125,7 @@ type instruments struct {
 // Recording runs synchronously in the transport's hooks, on the request's
 // goroutine. Once a destination's attribute sets are cached (the first
 // request to it makes them; up to 4096 are kept), a request answered at once
-// allocates nothing more than without metrics (TestMetricsAddNoAllocs).
+// allocates nothing more than without metrics.
 // Recording costs time, nearly all in the SDK's aggregation:
 // docs/observability.md gives measurements.
 func New(mp metric.MeterProvider) (retryhttp.Option, error) {
