@@ -2,6 +2,7 @@ package retryhttp_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/inbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -215,4 +217,23 @@ func mustRoundTrip(rt http.RoundTripper, url string, newReq func(string) (*http.
 			panic(err)
 		}
 	}
+}
+
+// TestPushbackHappyPathAddsNoAllocs checks that a request whose context carries
+// no Pushback, or one that succeeds, costs nothing: the transport's
+// happy path with a Pushback context allocates as it does without.
+func TestPushbackHappyPathAddsNoAllocs(t *testing.T) {
+	tr := retryhttp.New(retryhttp.WithTransport(memTransport{}))
+	var ctx context.Context
+	h := inbound.Pushback(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	get := func(ctx context.Context) func(string) (*http.Request, error) {
+		return func(url string) (*http.Request, error) {
+			return http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		}
+	}
+	const url = "http://example.test/"
+	plain := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(context.Background())))
+	inside := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(ctx)))
+	assert.Equal(t, plain, inside)
 }

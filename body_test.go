@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/respbody"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ import (
 // checksumServer answers 503 to every request and records the SHA-256 and
 // length of each request body it receives.
 type checksumServer struct {
-	*countingServer
+	*testkit.CountingServer
 	mu   sync.Mutex
 	sums [][sha256.Size]byte
 	lens []int
@@ -33,7 +34,7 @@ type checksumServer struct {
 func newChecksumServer(t *testing.T, status int) *checksumServer {
 	t.Helper()
 	s := &checksumServer{}
-	s.countingServer = newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	s.CountingServer = testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)
@@ -54,15 +55,6 @@ func (s *checksumServer) received() ([][sha256.Size]byte, []int) {
 	return append([][sha256.Size]byte(nil), s.sums...), append([]int(nil), s.lens...)
 }
 
-// repeat returns n copies of v.
-func repeat[T any](v T, n int) []T {
-	s := make([]T, n)
-	for i := range s {
-		s[i] = v
-	}
-	return s
-}
-
 func TestBodyArrivesIntactOnEveryAttempt(t *testing.T) {
 	const limit = 64 << 10
 	tests := []struct {
@@ -78,92 +70,92 @@ func TestBodyArrivesIntactOnEveryAttempt(t *testing.T) {
 		},
 		{
 			name:     "no GetBody, buffered",
-			giveBody: func(b []byte) io.Reader { return &closeBody{Reader: bytes.NewReader(b)} },
+			giveBody: func(b []byte) io.Reader { return &testkit.CloseBody{Reader: bytes.NewReader(b)} },
 			giveSize: 40 << 10,
 		},
 		{
 			name:     "no GetBody, exactly the buffer limit",
-			giveBody: func(b []byte) io.Reader { return &closeBody{Reader: bytes.NewReader(b)} },
+			giveBody: func(b []byte) io.Reader { return &testkit.CloseBody{Reader: bytes.NewReader(b)} },
 			giveSize: limit,
 		},
 		{
 			name:     "no GetBody, read in tiny pieces",
-			giveBody: func(b []byte) io.Reader { return &closeBody{Reader: iotest.OneByteReader(bytes.NewReader(b))} },
+			giveBody: func(b []byte) io.Reader { return &testkit.CloseBody{Reader: iotest.OneByteReader(bytes.NewReader(b))} },
 			giveSize: 5000,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newChecksumServer(t, 503)
-			tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(limit))
-			data := payload(tt.giveSize)
-			req := httptestRequest(t, http.MethodPost, srv.URL, tt.giveBody(data))
+			tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithBodyBufferLimit(limit))
+			data := testkit.Payload(tt.giveSize)
+			req := testkit.NewRequest(t, http.MethodPost, srv.URL, tt.giveBody(data))
 			require.Equal(t, tt.wantGet, req.GetBody != nil)
 			req.Header.Set("Idempotency-Key", "upload-1")
 
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
 			sums, lens := srv.received()
 			assert.Equal(t, 503, res.StatusCode)
-			assert.Equal(t, repeat(len(data), 4), lens)
-			assert.Equal(t, repeat(sha256.Sum256(data), 4), sums, "byte-identical on every attempt")
+			assert.Equal(t, testkit.Repeat(len(data), 4), lens)
+			assert.Equal(t, testkit.Repeat(sha256.Sum256(data), 4), sums, "byte-identical on every attempt")
 		})
 	}
 }
 
 func TestBodyOverBufferLimitIsStreamedOnce(t *testing.T) {
 	srv := newChecksumServer(t, 503)
-	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(1024))
-	data := payload(64<<10 + 1)
-	body := &closeBody{Reader: bytes.NewReader(data)}
-	req := httptestRequest(t, http.MethodPut, srv.URL, body)
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithBodyBufferLimit(1024))
+	data := testkit.Payload(64<<10 + 1)
+	body := &testkit.CloseBody{Reader: bytes.NewReader(data)}
+	req := testkit.NewRequest(t, http.MethodPut, srv.URL, body)
 
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	sums, lens := srv.received()
 	assert.Equal(t, 503, res.StatusCode, "the response of the single attempt")
 	assert.Equal(t, []int{len(data)}, lens, "sent once, not retried")
 	assert.Equal(t, [][sha256.Size]byte{sha256.Sum256(data)}, sums, "whole and unchanged")
-	assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond)
+	assert.Eventually(t, body.Closed.Load, 5*time.Second, time.Millisecond)
 }
 
 func TestBodyOneByteOverLimitIsNotRetried(t *testing.T) {
 	srv := newChecksumServer(t, 503)
-	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(10))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithBodyBufferLimit(10))
 	data := []byte("0123456789X")
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, &closeBody{Reader: bytes.NewReader(data)}))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPut, srv.URL, &testkit.CloseBody{Reader: bytes.NewReader(data)}))
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	sums, _ := srv.received()
 	assert.Equal(t, [][sha256.Size]byte{sha256.Sum256(data)}, sums)
 }
 
 func TestBodyReadErrorIsErrBufferingBody(t *testing.T) {
-	srv := newCountingServer(t, always(200))
-	tr := newTransport(t, noDelay)
+	srv := testkit.NewCountingServer(t, testkit.Always(200))
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	errRead := errors.New("disk on fire")
-	body := &closeBody{Reader: io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errRead))}
+	body := &testkit.CloseBody{Reader: io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errRead))}
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, body))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPut, srv.URL, body))
 
 	assert.Nil(t, res)
 	assert.ErrorIs(t, err, retryhttp.ErrBufferingBody)
 	assert.ErrorIs(t, err, errRead)
-	assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
-	assert.LessOrEqual(t, srv.attempts.Load(), int64(1), "not retried")
+	assert.Eventually(t, body.Closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
+	assert.LessOrEqual(t, srv.Attempts.Load(), int64(1), "not retried")
 }
 
 func TestGetBodyErrorIsErrSeekingBody(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	tr := newTransport(t, noDelay)
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	errGet := errors.New("cannot rewind")
-	req := httptestRequest(t, http.MethodPut, srv.URL, strings.NewReader("payload"))
+	req := testkit.NewRequest(t, http.MethodPut, srv.URL, strings.NewReader("payload"))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errGet }
 
 	res, err := tr.RoundTrip(req)
@@ -171,7 +163,7 @@ func TestGetBodyErrorIsErrSeekingBody(t *testing.T) {
 	assert.Nil(t, res)
 	assert.ErrorIs(t, err, retryhttp.ErrSeekingBody)
 	assert.ErrorIs(t, err, errGet)
-	assert.Equal(t, int64(1), srv.attempts.Load(), "the retry was not sent")
+	assert.Equal(t, int64(1), srv.Attempts.Load(), "the retry was not sent")
 }
 
 func TestWithPreventRetryWithBody(t *testing.T) {
@@ -181,52 +173,22 @@ func TestWithPreventRetryWithBody(t *testing.T) {
 		want     int64
 	}{
 		{name: "body", giveBody: strings.NewReader("payload"), want: 1},
-		{name: "body without GetBody", giveBody: &closeBody{Reader: strings.NewReader("payload")}, want: 1},
+		{name: "body without GetBody", giveBody: &testkit.CloseBody{Reader: strings.NewReader("payload")}, want: 1},
 		{name: "no body", giveBody: nil, want: 4},
 		{name: "http.NoBody", giveBody: http.NoBody, want: 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, always(503))
-			tr := newTransport(t, noDelay, retryhttp.WithPreventRetryWithBody(true))
+			srv := testkit.NewCountingServer(t, testkit.Always(503))
+			tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithPreventRetryWithBody(true))
 
-			res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, tt.giveBody))
+			res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPut, srv.URL, tt.giveBody))
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
 			assert.Equal(t, 503, res.StatusCode)
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
-	}
-}
-
-// requestSnapshot holds the fields of a request that RoundTrip must not
-// change.
-type requestSnapshot struct {
-	method, url, host string
-	header            http.Header
-	body              io.ReadCloser
-	getBody           uintptr
-	contentLength     int64
-	ctx               context.Context
-	close             bool
-	transferEncoding  []string
-	trailer           http.Header
-}
-
-func snapshot(r *http.Request) requestSnapshot {
-	return requestSnapshot{
-		method:           r.Method,
-		url:              r.URL.String(),
-		host:             r.Host,
-		header:           r.Header.Clone(),
-		body:             r.Body,
-		getBody:          reflect.ValueOf(r.GetBody).Pointer(),
-		contentLength:    r.ContentLength,
-		ctx:              r.Context(),
-		close:            r.Close,
-		transferEncoding: append([]string(nil), r.TransferEncoding...),
-		trailer:          r.Trailer.Clone(),
 	}
 }
 
@@ -238,11 +200,11 @@ func TestCallerRequestUnchanged(t *testing.T) {
 	}{
 		{name: "no body", giveBody: func() io.Reader { return nil }},
 		{name: "GetBody", giveBody: func() io.Reader { return strings.NewReader("payload") }},
-		{name: "buffered", giveBody: func() io.Reader { return &closeBody{Reader: strings.NewReader("payload")} }},
+		{name: "buffered", giveBody: func() io.Reader { return &testkit.CloseBody{Reader: strings.NewReader("payload")} }},
 		{
 			name:        "streamed once",
 			giveOptions: []retryhttp.Option{retryhttp.WithBodyBufferLimit(3)},
-			giveBody:    func() io.Reader { return &closeBody{Reader: strings.NewReader("payload")} },
+			giveBody:    func() io.Reader { return &testkit.CloseBody{Reader: strings.NewReader("payload")} },
 		},
 		{
 			name:        "attempt timeout",
@@ -252,8 +214,8 @@ func TestCallerRequestUnchanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, statusThen(503, 2))
-			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			srv := testkit.NewCountingServer(t, testkit.StatusThen(503, 2))
+			tr := testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.giveOptions...)...)
 			ctx, cancel := context.WithCancel(retryhttp.SetMaxRetries(context.Background(), 3))
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/p?q=1", tt.giveBody())
@@ -261,18 +223,18 @@ func TestCallerRequestUnchanged(t *testing.T) {
 			req.Header.Set("Idempotency-Key", "k")
 			req.Header.Set("X-Custom", "v")
 			req.Trailer = http.Header{"X-Trailer": nil}
-			before := snapshot(req)
+			before := testkit.Snapshot(req)
 
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
-			after := snapshot(req)
-			assert.True(t, before.ctx == after.ctx, "context unchanged")
-			assert.True(t, before.body == after.body, "body unchanged")
-			before.ctx, after.ctx, before.body, after.body = nil, nil, nil, nil
+			after := testkit.Snapshot(req)
+			assert.True(t, before.Ctx == after.Ctx, "context unchanged")
+			assert.True(t, before.Body == after.Body, "body unchanged")
+			before.Ctx, after.Ctx, before.Body, after.Body = nil, nil, nil, nil
 			assert.Equal(t, before, after)
-			assert.Positive(t, srv.attempts.Load())
+			assert.Positive(t, srv.Attempts.Load())
 		})
 	}
 }
@@ -284,13 +246,13 @@ func TestCallerBodyClosed(t *testing.T) {
 		require.NoError(t, ln.Close())
 		return "http://" + ln.Addr().String()
 	}
-	served := func(h handlerFn) func(t *testing.T) string {
-		return func(t *testing.T) string { return newCountingServer(t, h).URL }
+	served := func(h testkit.HandlerFn) func(t *testing.T) string {
+		return func(t *testing.T) string { return testkit.NewCountingServer(t, h).URL }
 	}
-	withGetBody := func(getBodyErr error) func() (*http.Request, *closeBody) {
-		return func() (*http.Request, *closeBody) {
+	withGetBody := func(getBodyErr error) func() (*http.Request, *testkit.CloseBody) {
+		return func() (*http.Request, *testkit.CloseBody) {
 			req, _ := http.NewRequest(http.MethodPut, "http://placeholder", strings.NewReader("payload"))
-			body := &closeBody{Reader: req.Body}
+			body := &testkit.CloseBody{Reader: req.Body}
 			req.Body = body
 			if getBodyErr != nil {
 				req.GetBody = func() (io.ReadCloser, error) { return nil, getBodyErr }
@@ -298,9 +260,9 @@ func TestCallerBodyClosed(t *testing.T) {
 			return req, body
 		}
 	}
-	withoutGetBody := func(r io.Reader) func() (*http.Request, *closeBody) {
-		return func() (*http.Request, *closeBody) {
-			body := &closeBody{Reader: r}
+	withoutGetBody := func(r io.Reader) func() (*http.Request, *testkit.CloseBody) {
+		return func() (*http.Request, *testkit.CloseBody) {
+			body := &testkit.CloseBody{Reader: r}
 			req, _ := http.NewRequest(http.MethodPut, "http://placeholder", body)
 			return req, body
 		}
@@ -309,48 +271,48 @@ func TestCallerBodyClosed(t *testing.T) {
 		name        string
 		giveOptions []retryhttp.Option
 		giveURL     func(t *testing.T) string
-		giveReq     func() (*http.Request, *closeBody)
+		giveReq     func() (*http.Request, *testkit.CloseBody)
 		giveCancel  bool
 		wantErr     bool
 	}{
-		{name: "GetBody, success", giveURL: served(always(200)), giveReq: withGetBody(nil)},
-		{name: "GetBody, retried", giveURL: served(always(503)), giveReq: withGetBody(nil)},
-		{name: "GetBody fails", giveURL: served(always(503)), giveReq: withGetBody(errors.New("x")), wantErr: true},
+		{name: "GetBody, success", giveURL: served(testkit.Always(200)), giveReq: withGetBody(nil)},
+		{name: "GetBody, retried", giveURL: served(testkit.Always(503)), giveReq: withGetBody(nil)},
+		{name: "GetBody fails", giveURL: served(testkit.Always(503)), giveReq: withGetBody(errors.New("x")), wantErr: true},
 		{name: "GetBody, refused", giveURL: refused, giveReq: withGetBody(nil), wantErr: true},
-		{name: "buffered, retried", giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload"))},
+		{name: "buffered, retried", giveURL: served(testkit.Always(503)), giveReq: withoutGetBody(strings.NewReader("payload"))},
 		{name: "buffered, refused", giveURL: refused, giveReq: withoutGetBody(strings.NewReader("payload")), wantErr: true},
 		{
 			name: "streamed once", giveOptions: []retryhttp.Option{retryhttp.WithBodyBufferLimit(2)},
-			giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
+			giveURL: served(testkit.Always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
 		},
 		{
-			name: "read error", giveURL: served(always(200)),
+			name: "read error", giveURL: served(testkit.Always(200)),
 			giveReq: withoutGetBody(iotest.ErrReader(errors.New("x"))), wantErr: true,
 		},
 		{
 			name: "no retries", giveOptions: []retryhttp.Option{retryhttp.WithMaxRetries(0)},
-			giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
+			giveURL: served(testkit.Always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
 		},
 		{
 			name: "prevent retry with body", giveOptions: []retryhttp.Option{retryhttp.WithPreventRetryWithBody(true)},
-			giveURL: served(always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
+			giveURL: served(testkit.Always(503)), giveReq: withoutGetBody(strings.NewReader("payload")),
 		},
 		{
 			name: "attempt timeout", giveOptions: []retryhttp.Option{retryhttp.WithAttemptTimeout(time.Minute)},
-			giveURL: served(always(503)), giveReq: withGetBody(nil),
+			giveURL: served(testkit.Always(503)), giveReq: withGetBody(nil),
 		},
 		{
-			name: "cancelled context, buffered", giveURL: served(always(200)),
+			name: "cancelled context, buffered", giveURL: served(testkit.Always(200)),
 			giveReq: withoutGetBody(strings.NewReader("payload")), giveCancel: true, wantErr: true,
 		},
 		{
-			name: "cancelled context, GetBody", giveURL: served(always(200)),
+			name: "cancelled context, GetBody", giveURL: served(testkit.Always(200)),
 			giveReq: withGetBody(nil), giveCancel: true, wantErr: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			tr := testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.giveOptions...)...)
 			req, body := tt.giveReq()
 			u, err := req.URL.Parse(tt.giveURL(t))
 			require.NoError(t, err)
@@ -366,12 +328,12 @@ func TestCallerBodyClosed(t *testing.T) {
 				assert.Error(t, err)
 				assert.Nil(t, res)
 			} else if assert.NoError(t, err) {
-				readAll(t, res)
+				testkit.ReadAll(t, res)
 			}
 
 			// net/http may close a request body from its write loop, after
 			// RoundTrip returns.
-			assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
+			assert.Eventually(t, body.Closed.Load, 5*time.Second, time.Millisecond, "the caller's body is closed")
 		})
 	}
 }
@@ -381,7 +343,7 @@ func TestCallerBodyClosed(t *testing.T) {
 func TestBodyBufferLimitMaxInt64KeepsBody(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		got = append(got, string(b))
@@ -390,14 +352,14 @@ func TestBodyBufferLimitMaxInt64KeepsBody(t *testing.T) {
 			w.WriteHeader(503)
 		}
 	})
-	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(math.MaxInt64))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithBodyBufferLimit(math.MaxInt64))
 
 	req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("hello world")))
 	require.NoError(t, err)
 	require.Nil(t, req.GetBody)
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	assert.Equal(t, []string{"hello world", "hello world"}, got)
 }
@@ -405,8 +367,8 @@ func TestBodyBufferLimitMaxInt64KeepsBody(t *testing.T) {
 // Regression: a discarded chunked body of exactly 64 KiB was read to the
 // bound but not to its end, so every such response cost its connection.
 func TestDiscardedChunkedBodyOfExactlyMaxDrainKeepsConnection(t *testing.T) {
-	chunk := bytes.Repeat([]byte("x"), retryhttp.MaxDrain)
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+	chunk := bytes.Repeat([]byte("x"), respbody.MaxDrain)
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 		if n%2 == 1 {
 			w.WriteHeader(503)
 			_, _ = w.Write(chunk[:1])
@@ -416,14 +378,14 @@ func TestDiscardedChunkedBodyOfExactlyMaxDrainKeepsConnection(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	tr := newTransport(t, noDelay, unlimitedBudget)
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	for range 10 {
 		res, err := client.Get(srv.URL)
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readAll(t, res))
+		assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	}
-	assert.Equal(t, int64(20), srv.attempts.Load())
-	assert.LessOrEqual(t, srv.conns.Load(), int64(2), "drained to the end: the connection is reused")
+	assert.Equal(t, int64(20), srv.Attempts.Load())
+	assert.LessOrEqual(t, srv.Conns.Load(), int64(2), "drained to the end: the connection is reused")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,7 +29,7 @@ func TestBreakerOpenTimeoutOnTheClock(t *testing.T) {
 // its OpenTimeout, with WithClock before or after WithCircuitBreaker: the
 // order of the options does not matter.
 func testBreakerOpenTimeoutOnTheClock(t *testing.T, clockFirst bool) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	breaker := retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
@@ -38,7 +39,7 @@ func testBreakerOpenTimeoutOnTheClock(t *testing.T, clockFirst bool) {
 	if !clockFirst {
 		opts = []retryhttp.Option{breaker, retryhttp.WithClock(clock)}
 	}
-	c := newClient(t, append([]retryhttp.Option{retryhttp.WithMaxRetries(0)}, opts...)...)
+	c := testkit.NewClient(t, append([]retryhttp.Option{retryhttp.WithMaxRetries(0)}, opts...)...)
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
 	clock.Advance(time.Minute) // not after OpenTimeout yet: at it
@@ -47,11 +48,11 @@ func testBreakerOpenTimeoutOnTheClock(t *testing.T, clockFirst bool) {
 	assert.Equal(t, []string{"closed→open"}, changes.seen())
 
 	clock.Advance(time.Nanosecond)
-	hits := srv.attempts.Load()
+	hits := srv.Attempts.Load()
 	code, err := try(c, srv.URL)
 	require.NoError(t, err, "the probe is sent")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Equal(t, hits+1, srv.attempts.Load())
+	assert.Equal(t, hits+1, srv.Attempts.Load())
 	assert.Equal(t, []string{"closed→open", "open→half-open", "half-open→open"}, changes.seen())
 }
 
@@ -61,7 +62,7 @@ func TestBreakerHalfOpenClosesOnTheClock(t *testing.T) {
 	srv := switchServer(t, &failing)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 2, HalfOpenProbes: 2, OnStateChange: changes.record,
 		}))
@@ -82,10 +83,10 @@ func TestBreakerHalfOpenClosesOnTheClock(t *testing.T) {
 func TestBreakerWindowRollsOnTheClock(t *testing.T) {
 	// A window of 10s in ten buckets of 1s: samples older than the window
 	// are forgotten a bucket at a time.
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 5, Window: 10 * time.Second, OnStateChange: changes.record,
 		}))
@@ -113,7 +114,7 @@ func TestBreakerSamplesOfAnEarlierStateDoNotCount(t *testing.T) {
 	// circuit opened and closed again is not counted in the new state.
 	release := make(chan struct{})
 	var slow atomic.Bool
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -126,7 +127,7 @@ func TestBreakerSamplesOfAnEarlierStateDoNotCount(t *testing.T) {
 	})
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 2, HalfOpenProbes: 1, OnStateChange: changes.record,
 		}))
@@ -136,7 +137,7 @@ func TestBreakerSamplesOfAnEarlierStateDoNotCount(t *testing.T) {
 		defer wg.Done()
 		_, _ = try(c, srv.URL+"/slow") // let through while closed
 	}()
-	require.Eventually(t, func() bool { return srv.attempts.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Attempts.Load() == 1 }, 5*time.Second, time.Millisecond)
 	for range 2 {
 		_, err := try(c, srv.URL)
 		require.NoError(t, err)
@@ -182,14 +183,14 @@ func TestBreakerConcurrentSamples(t *testing.T) {
 	// goroutines: the circuit opens once, when the failures reach the
 	// ratio, and not before MinRequests samples.
 	var n atomic.Int64
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		if n.Add(1) > 100 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
 	var wg sync.WaitGroup
 	for range 8 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,7 +51,7 @@ func TestBreakerCycleConcurrentOnTheTransportClock(t *testing.T) {
 	srv := switchServer(t, &failing)
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 20, HalfOpenProbes: 3, OpenTimeout: 30 * time.Second,
 			Window: time.Minute, OnStateChange: changes.record,
@@ -60,7 +61,7 @@ func TestBreakerCycleConcurrentOnTheTransportClock(t *testing.T) {
 	// 20 samples: at most the 7 other requests then in flight get through.
 	ok, refused := burst(t, c, srv.URL, 8, 160)
 	assert.Zero(t, ok)
-	sent := srv.attempts.Load()
+	sent := srv.Attempts.Load()
 	assert.GreaterOrEqual(t, sent, int64(20))
 	assert.LessOrEqual(t, sent, int64(27))
 	assert.Equal(t, 160-sent, refused, "the others are refused without being sent")
@@ -90,14 +91,14 @@ func TestBreakerCycleConcurrentOnTheTransportClock(t *testing.T) {
 	assert.Zero(t, ok)
 	assert.Len(t, changes.seen(), 3, "4 failures among 160 successes leave the circuit closed")
 	clock.Advance(time.Minute)
-	before := srv.attempts.Load()
+	before := srv.Attempts.Load()
 	for range 20 {
 		_, err := try(c, srv.URL)
 		require.NoError(t, err)
 	}
 	_, err := try(c, srv.URL)
 	require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
-	assert.Equal(t, before+20, srv.attempts.Load())
+	assert.Equal(t, before+20, srv.Attempts.Load())
 	assert.Equal(t, []string{"closed→open", "open→half-open", "half-open→closed", "closed→open"}, changes.seen())
 }
 
@@ -108,7 +109,7 @@ func TestBreakerCycleConcurrentOnTheRealClock(t *testing.T) {
 	var changes transitions
 	// OpenTimeout is a nanosecond, so that the real clock passes it at
 	// once: the next request after the circuit opens is a probe.
-	c := newClient(t, retryhttp.WithMaxRetries(0),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 20, HalfOpenProbes: 3, OpenTimeout: time.Nanosecond, OnStateChange: changes.record,
 		}))

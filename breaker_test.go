@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,8 +37,8 @@ func (tr *transitions) seen() []string {
 }
 
 // switchServer fails with 503 while failing is set, else answers 200.
-func switchServer(t *testing.T, failing *atomic.Bool) *countingServer {
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+func switchServer(t *testing.T, failing *atomic.Bool) *testkit.CountingServer {
+	return testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		if failing.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -58,9 +59,9 @@ func try(c *http.Client, url string) (int, error) {
 }
 
 func TestBreakerOpensAfterMinRequestsAndFailsFast(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	var changes transitions
-	c := newClient(t, onFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
+	c := testkit.NewClient(t, testkit.OnFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
 
 	for i := range 20 {
 		code, err := try(c, srv.URL)
@@ -69,13 +70,13 @@ func TestBreakerOpensAfterMinRequestsAndFailsFast(t *testing.T) {
 	}
 	assert.Equal(t, []string{"closed→open"}, changes.seen(), "the 20th failed sample opens the circuit")
 
-	hits := srv.attempts.Load()
+	hits := srv.Attempts.Load()
 	for range 10 {
 		_, err := try(c, srv.URL)
 		require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
 		assert.Contains(t, err.Error(), "retryhttp: circuit breaker open: "+srv.URL)
 	}
-	assert.Equal(t, hits, srv.attempts.Load(), "no request reaches the server while open")
+	assert.Equal(t, hits, srv.Attempts.Load(), "no request reaches the server while open")
 }
 
 func TestBreakerFailureRatio(t *testing.T) {
@@ -90,13 +91,13 @@ func TestBreakerFailureRatio(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var n atomic.Int64
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				if n.Add(1)%int64(tt.failEvery) == 0 {
 					w.WriteHeader(http.StatusInternalServerError)
 				}
 			})
 			var changes transitions
-			c := newClient(t, retryhttp.WithMaxRetries(0),
+			c := testkit.NewClient(t, retryhttp.WithMaxRetries(0),
 				retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
 			for range 60 {
 				if _, err := try(c, srv.URL); err != nil {
@@ -112,9 +113,9 @@ func TestBreakerOneSamplePerLogicalRequest(t *testing.T) {
 	// Each request fails once and then succeeds on its retry: a success
 	// for the breaker, although half the attempts failed. (The budget is
 	// off: it would rightly refuse a retry for every request.)
-	srv := failOnceServer(t)
+	srv := testkit.FailOnceServer(t)
 	var changes transitions
-	c := newClient(t, retryhttp.WithRetryBudget(nil), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(nil), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 4, OnStateChange: changes.record,
 	}))
 	for i := range 40 {
@@ -126,8 +127,8 @@ func TestBreakerOneSamplePerLogicalRequest(t *testing.T) {
 }
 
 func TestBreakerClosesTheBodyWhenOpen(t *testing.T) {
-	srv := deadServer(t)
-	c := newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1}))
+	srv := testkit.DeadServer(t)
+	c := testkit.NewClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1}))
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
 
@@ -137,7 +138,7 @@ func TestBreakerClosesTheBodyWhenOpen(t *testing.T) {
 	_, err = c.Do(req)
 	require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
 	assert.True(t, body.closed.Load(), "the body is closed")
-	assert.EqualValues(t, 4, srv.attempts.Load(), "the POST was not sent")
+	assert.EqualValues(t, 4, srv.Attempts.Load(), "the POST was not sent")
 }
 
 type closeRecorder struct {
@@ -156,7 +157,7 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 	srv := switchServer(t, &failing)
 	var changes transitions
 	clock := retryhttptest.NewClock(time.Now())
-	c := newClient(t, retryhttp.WithClock(clock), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := testkit.NewClient(t, retryhttp.WithClock(clock), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 5, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
 	}))
 
@@ -168,7 +169,7 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 	require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
 
 	failing.Store(false)
-	hits := srv.attempts.Load()
+	hits := srv.Attempts.Load()
 	clock.Advance(50*time.Millisecond + time.Nanosecond)
 	code, err := try(c, srv.URL)
 	require.NoError(t, err, "a probe goes through after OpenTimeout")
@@ -179,7 +180,7 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 	}
 	assert.Equal(t, []string{"closed→open", "open→half-open", "half-open→closed"}, changes.seen())
-	assert.EqualValues(t, 3, srv.attempts.Load()-hits, "three probes reached the server")
+	assert.EqualValues(t, 3, srv.Attempts.Load()-hits, "three probes reached the server")
 
 	for range 10 {
 		code, err := try(c, srv.URL)
@@ -189,10 +190,10 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 }
 
 func TestBreakerHalfOpenFailureReopens(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	var changes transitions
 	clock := retryhttptest.NewClock(time.Now())
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 1, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
 		}))
@@ -212,7 +213,7 @@ func TestBreakerHalfOpenLimitsProbes(t *testing.T) {
 	// While the probes are in flight, other requests fail fast.
 	release := make(chan struct{})
 	var healthy atomic.Bool
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		if !healthy.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -220,14 +221,14 @@ func TestBreakerHalfOpenLimitsProbes(t *testing.T) {
 		<-release
 	})
 	clock := retryhttptest.NewClock(time.Now())
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenProbes: 2,
 		}))
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
 	healthy.Store(true)
-	hits := srv.attempts.Load()
+	hits := srv.Attempts.Load()
 	clock.Advance(50*time.Millisecond + time.Nanosecond)
 
 	var wg sync.WaitGroup
@@ -241,7 +242,7 @@ func TestBreakerHalfOpenLimitsProbes(t *testing.T) {
 			}
 		}()
 	}
-	require.Eventually(t, func() bool { return srv.attempts.Load()-hits == 2 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return srv.Attempts.Load()-hits == 2 }, 10*time.Second, time.Millisecond,
 		"both probes reach the server")
 	for range 5 {
 		_, err := try(c, srv.URL)
@@ -250,13 +251,13 @@ func TestBreakerHalfOpenLimitsProbes(t *testing.T) {
 	close(release)
 	wg.Wait()
 	assert.EqualValues(t, 2, probes.Load())
-	assert.EqualValues(t, 2, srv.attempts.Load()-hits)
+	assert.EqualValues(t, 2, srv.Attempts.Load()-hits)
 }
 
 func TestBreakerPerHost(t *testing.T) {
-	a := deadServer(t)
-	b := okServer(t)
-	c := newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 3}))
+	a := testkit.DeadServer(t)
+	b := testkit.OKServer(t)
+	c := testkit.NewClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 3}))
 	for range 3 {
 		_, err := try(c, a.URL)
 		require.NoError(t, err)
@@ -269,8 +270,8 @@ func TestBreakerPerHost(t *testing.T) {
 }
 
 func TestBreakerOffByDefault(t *testing.T) {
-	srv := deadServer(t)
-	c := newClient(t, onFakeTime())
+	srv := testkit.DeadServer(t)
+	c := testkit.NewClient(t, testkit.OnFakeTime())
 	for range 100 {
 		code, err := try(c, srv.URL)
 		require.NoError(t, err)
@@ -279,9 +280,9 @@ func TestBreakerOffByDefault(t *testing.T) {
 }
 
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	var changes transitions
-	c := newClient(t, onFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := testkit.NewClient(t, testkit.OnFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 20, OnStateChange: changes.record,
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -303,10 +304,10 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 }
 
 func TestBreakerCountsErrorsAsFailures(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	url := srv.URL
 	srv.Close() // connection refused from now on
-	c := newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 2}))
+	c := testkit.NewClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 2}))
 	for range 2 {
 		_, err := try(c, url)
 		require.Error(t, err)
@@ -320,10 +321,10 @@ func TestBreakerCallbackMaySendRequests(t *testing.T) {
 	// gobreaker calls OnStateChange under its lock; the transport calls the
 	// callback after it, so a callback that uses the same circuit does not
 	// deadlock.
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	var c *http.Client
 	var fromCallback atomic.Value
-	c = newClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c = testkit.NewClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 1,
 		OnStateChange: func(host string, from, to retryhttp.CircuitState) {
 			_, err := try(c, srv.URL)
@@ -339,9 +340,9 @@ func TestBreakerCallbackMaySendRequests(t *testing.T) {
 func TestBreakerSettingsDefaults(t *testing.T) {
 	// Invalid values mean the defaults: the circuit opens after 20 failed
 	// samples, not before.
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	var changes transitions
-	c := newClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		FailureRatio: -1, Window: -time.Second, OpenTimeout: -time.Second, MaxHosts: -1,
 		OnStateChange: changes.record,
 	}))

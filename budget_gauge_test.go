@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,9 +27,9 @@ func hostsOf(b *retryhttp.RetryBudget) map[string]retryhttp.HostBudget {
 // TestBudgetHostsDeadHost: a dead host drains its bucket, a healthy one
 // keeps it full, and Hosts shows both, read while requests run.
 func TestBudgetHostsDeadHost(t *testing.T) {
-	dead, ok := deadServer(t), okServer(t)
+	dead, ok := testkit.DeadServer(t), testkit.OKServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 5, NoParking: true})
-	c := newClient(t, retryhttp.WithRetryBudget(b))
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b))
 	assert.Empty(t, hostsOf(b), "a fresh budget tracks no host")
 
 	var wg sync.WaitGroup
@@ -42,14 +43,14 @@ func TestBudgetHostsDeadHost(t *testing.T) {
 		}
 	}()
 	getMany(t, c, dead.URL, 20, 4)
-	assert.Equal(t, http.StatusOK, get(t, c, ok.URL))
+	assert.Equal(t, http.StatusOK, testkit.Get(t, c, ok.URL))
 	wg.Wait()
 
 	hosts := hostsOf(b)
 	d := hosts["http://"+dead.Listener.Addr().String()]
 	assert.Equal(t, retryhttp.HostBudget{Destination: "http://" + dead.Listener.Addr().String(),
 		Tokens: 0, Capacity: 5, Window: 20}, d, "the dead host's bucket is empty")
-	assert.Equal(t, int64(20+5), dead.attempts.Load(), "the first attempts and five retries")
+	assert.Equal(t, int64(20+5), dead.Attempts.Load(), "the first attempts and five retries")
 	h := hosts["http://"+ok.Listener.Addr().String()]
 	assert.InDelta(t, 5.0, h.Tokens, 1e-9, "the healthy host's bucket is full")
 	assert.Len(t, hosts, 2)
@@ -71,9 +72,9 @@ func TestBudgetHostsParked(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Minute})
-	c := newClient(t, retryhttp.WithRetryBudget(b))
-	assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/ok"))
-	retryhttp.BudgetOutage(b, srv.URL) // a host that answered parks only in an outage
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b))
+	assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/ok"))
+	budgetOutage(b, srv.URL) // a host that answered parks only in an outage
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -107,7 +108,7 @@ func TestTransportRetryBudget(t *testing.T) {
 func TestBudgetHostsAllocatesOneStringPerHost(t *testing.T) {
 	for _, url := range []string{"http://example.test/", "http://example.test:8080/", "https://example.test/"} {
 		b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
-		retryhttp.BudgetWithdraw(b, url) // a withdrawal makes the host's state
+		budgetWithdraw(b, url) // a withdrawal makes the host's state
 		n := 0
 		allocs := testing.AllocsPerRun(100, func() {
 			for range b.Hosts() {

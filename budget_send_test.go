@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +49,7 @@ func TestBudgetTokenTakenWhenSent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			body := strings.Repeat("x", tt.bodyLen)
 			var failing atomic.Int64
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path != "/ok" {
 					failing.Add(1)
 					if tt.retryAfter != "" {
@@ -60,27 +61,27 @@ func TestBudgetTokenTakenWhenSent(t *testing.T) {
 			})
 			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Second})
 			tokens := -1.0
-			clock := onWait{retryhttptest.NewClock(time.Now()), func() {
+			clock := testkit.OnWait{Clock: retryhttptest.NewClock(time.Now()), Fn: func() {
 				if tokens < 0 {
-					tokens = retryhttp.BudgetTokens(b, srv.URL)
+					tokens = budgetTokens(b, srv.URL)
 					if tt.spend {
 						BudgetSpend(b, srv.URL)
 					}
 				}
 			}}
 			var stop retryhttp.StopReason
-			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithClock(clock), retryhttp.WithMaxRetries(1),
+			c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithClock(clock), retryhttp.WithMaxRetries(1),
 				retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return tt.delay }),
 				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 					if !d.Retry {
 						stop = d.Reason
 					}
 				}}))
-			require.Equal(t, http.StatusOK, get(t, c, srv.URL+"/ok")) // the host answers: no outage
+			require.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/ok")) // the host answers: no outage
 
 			res, err := c.Get(srv.URL)
 			require.NoError(t, err)
-			got := readAll(t, res)
+			got := testkit.ReadAll(t, res)
 			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 			assert.Equal(t, len(body), len(got), "the response returned as it was")
 			assert.Equal(t, body, got)

@@ -15,29 +15,10 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// newClient returns a client whose transport never waits between attempts.
-func newClient(t testing.TB, opts ...retryhttp.Option) *http.Client {
-	t.Helper()
-	tr := retryhttp.New(append([]retryhttp.Option{ownBudget(), noDelay}, opts...)...)
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
-
-// get sends a GET and returns its status, the body read and closed.
-func get(t testing.TB, c *http.Client, url string) int {
-	t.Helper()
-	res, err := c.Get(url)
-	if !assert.NoError(t, err) {
-		return 0
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode
-}
 
 // getMany sends n GETs to url from workers goroutines.
 func getMany(t testing.TB, c *http.Client, url string, n, workers int) {
@@ -49,7 +30,7 @@ func getMany(t testing.TB, c *http.Client, url string, n, workers int) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				get(t, c, url)
+				testkit.Get(t, c, url)
 			}
 		}()
 	}
@@ -61,24 +42,24 @@ func TestBudgetBucketArithmetic(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
 
 	for i := range 10 {
-		require.True(t, retryhttp.BudgetWithdraw(b, u), "retry %d of a fresh budget", i+1)
+		require.True(t, budgetWithdraw(b, u), "retry %d of a fresh budget", i+1)
 	}
-	require.False(t, retryhttp.BudgetWithdraw(b, u), "the 11th retry in a row")
-	require.False(t, retryhttp.BudgetWithdraw(b, u), "refusals take nothing and give nothing")
+	require.False(t, budgetWithdraw(b, u), "the 11th retry in a row")
+	require.False(t, budgetWithdraw(b, u), "refusals take nothing and give nothing")
 
 	for range 9 {
-		retryhttp.BudgetDeposit(b, u, http.StatusOK)
+		budgetDeposit(b, u, http.StatusOK)
 	}
-	assert.InDelta(t, 0.9, retryhttp.BudgetTokens(b, u), 1e-9)
-	require.False(t, retryhttp.BudgetWithdraw(b, u), "0.9 tokens are not a retry")
-	retryhttp.BudgetDeposit(b, u, http.StatusNotFound) // 4xx: the server answers
-	require.True(t, retryhttp.BudgetWithdraw(b, u), "ten successes make one retry")
-	assert.InDelta(t, 0, retryhttp.BudgetTokens(b, u), 1e-9)
+	assert.InDelta(t, 0.9, budgetTokens(b, u), 1e-9)
+	require.False(t, budgetWithdraw(b, u), "0.9 tokens are not a retry")
+	budgetDeposit(b, u, http.StatusNotFound) // 4xx: the server answers
+	require.True(t, budgetWithdraw(b, u), "ten successes make one retry")
+	assert.InDelta(t, 0, budgetTokens(b, u), 1e-9)
 
 	for range 1000 {
-		retryhttp.BudgetDeposit(b, u, http.StatusOK)
+		budgetDeposit(b, u, http.StatusOK)
 	}
-	assert.InDelta(t, 10, retryhttp.BudgetTokens(b, u), 1e-9, "never above capacity")
+	assert.InDelta(t, 10, budgetTokens(b, u), 1e-9, "never above capacity")
 }
 
 func TestBudgetWhatDeposits(t *testing.T) {
@@ -101,7 +82,7 @@ func TestBudgetWhatDeposits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				if tt.header != "" {
 					w.Header().Set("Retry-After", tt.header)
 				}
@@ -110,10 +91,10 @@ func TestBudgetWhatDeposits(t *testing.T) {
 			// Empty the host's bucket of one token, then send one attempt
 			// through a transport sharing the budget: a success refills it.
 			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, Ratio: 1})
-			require.True(t, retryhttp.BudgetWithdraw(b, srv.URL))
-			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
-			get(t, c, srv.URL)
-			assert.Equal(t, tt.want, retryhttp.BudgetTokens(b, srv.URL) == 1)
+			require.True(t, budgetWithdraw(b, srv.URL))
+			c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+			testkit.Get(t, c, srv.URL)
+			assert.Equal(t, tt.want, budgetTokens(b, srv.URL) == 1)
 		})
 	}
 }
@@ -138,25 +119,25 @@ func TestBudgetOptionsInvalidMeanDefault(t *testing.T) {
 			const u = "http://example.com/"
 			b := retryhttp.NewRetryBudget(tt.give)
 			n := 0
-			for retryhttp.BudgetWithdraw(b, u) {
+			for budgetWithdraw(b, u) {
 				n++
 			}
 			assert.Equal(t, tt.wantRetries, n)
 			for range 10 {
-				retryhttp.BudgetDeposit(b, u, 200)
+				budgetDeposit(b, u, 200)
 			}
-			assert.InDelta(t, tt.wantRefill, retryhttp.BudgetTokens(b, u), 1e-9)
+			assert.InDelta(t, tt.wantRefill, budgetTokens(b, u), 1e-9)
 		})
 	}
 }
 
 func TestBudgetSeparatesSchemesAndPorts(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
-	require.True(t, retryhttp.BudgetWithdraw(b, "http://example.com/"))
-	assert.False(t, retryhttp.BudgetWithdraw(b, "http://example.com:80/other"), "same host, default port spelled out")
-	assert.True(t, retryhttp.BudgetWithdraw(b, "https://example.com/"), "another scheme")
-	assert.True(t, retryhttp.BudgetWithdraw(b, "http://example.com:8080/"), "another port")
-	assert.True(t, retryhttp.BudgetWithdraw(b, "http://example.org/"), "another host")
+	require.True(t, budgetWithdraw(b, "http://example.com/"))
+	assert.False(t, budgetWithdraw(b, "http://example.com:80/other"), "same host, default port spelled out")
+	assert.True(t, budgetWithdraw(b, "https://example.com/"), "another scheme")
+	assert.True(t, budgetWithdraw(b, "http://example.com:8080/"), "another port")
+	assert.True(t, budgetWithdraw(b, "http://example.org/"), "another host")
 }
 
 func TestBudgetMaxHosts(t *testing.T) {
@@ -177,77 +158,77 @@ func TestBudgetMaxHosts(t *testing.T) {
 			bound := tt.want + min(32, tt.want) - 1
 			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxHosts: tt.give})
 			for i := range 10_000 {
-				retryhttp.BudgetWithdraw(b, fmt.Sprintf("http://host-%d.example/", i))
+				budgetWithdraw(b, fmt.Sprintf("http://host-%d.example/", i))
 				if i < tt.want {
 					// Regression: shards evicted at MaxHosts/shards each,
 					// long before the map held MaxHosts hosts.
-					require.Equal(t, i+1, retryhttp.BudgetHosts(b), "no eviction before MaxHosts")
+					require.Equal(t, i+1, budgetHosts(b), "no eviction before MaxHosts")
 				}
 				if i%100 == 0 {
-					require.LessOrEqual(t, retryhttp.BudgetHosts(b), bound)
+					require.LessOrEqual(t, budgetHosts(b), bound)
 				}
 			}
-			assert.LessOrEqual(t, retryhttp.BudgetHosts(b), bound)
-			assert.GreaterOrEqual(t, retryhttp.BudgetHosts(b), tt.want)
+			assert.LessOrEqual(t, budgetHosts(b), bound)
+			assert.GreaterOrEqual(t, budgetHosts(b), tt.want)
 		})
 	}
 }
 
 func TestBudgetEvictedHostStartsFull(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxHosts: 1, Capacity: 1})
-	require.True(t, retryhttp.BudgetWithdraw(b, "http://a.example/"))
-	require.False(t, retryhttp.BudgetWithdraw(b, "http://a.example/"))
-	require.True(t, retryhttp.BudgetWithdraw(b, "http://b.example/"), "b evicts a")
-	assert.Equal(t, 1, retryhttp.BudgetHosts(b))
-	assert.True(t, retryhttp.BudgetWithdraw(b, "http://a.example/"), "an evicted host starts again full")
+	require.True(t, budgetWithdraw(b, "http://a.example/"))
+	require.False(t, budgetWithdraw(b, "http://a.example/"))
+	require.True(t, budgetWithdraw(b, "http://b.example/"), "b evicts a")
+	assert.Equal(t, 1, budgetHosts(b))
+	assert.True(t, budgetWithdraw(b, "http://a.example/"), "an evicted host starts again full")
 }
 
 func TestBudgetDeadBackend(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	// The parked retries wait out MaxWait in microseconds (onFakeTime).
-	c := newClient(t, onFakeTime())
+	c := testkit.NewClient(t, testkit.OnFakeTime())
 
 	const requests = 2000
 	getMany(t, c, srv.URL, requests, 8)
 
-	hits := srv.attempts.Load()
+	hits := srv.Attempts.Load()
 	t.Logf("dead backend, %d GETs, 8 goroutines, one Transport with the default budget: %d attempts = %.4f× (without a budget: %d = 4×)",
 		requests, hits, float64(hits)/requests, 4*requests)
 	// The first attempts, plus the ten retries of a full bucket, plus the
 	// probes of the parked retries until the host has had no success for
 	// MaxWait; from then on, nothing is parked.
 	assert.GreaterOrEqual(t, hits, int64(requests+retryhttp.DefaultRetryBudgetCapacity))
-	assert.LessOrEqual(t, hits, int64(requests+retryhttp.DefaultRetryBudgetCapacity+retryhttp.MaxProbes))
+	assert.LessOrEqual(t, hits, int64(requests+retryhttp.DefaultRetryBudgetCapacity+testkit.MaxProbes))
 }
 
 func TestBudgetDeadBackendParkingOff(t *testing.T) {
-	srv := deadServer(t)
-	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
+	srv := testkit.DeadServer(t)
+	c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{}))
 	const requests = 2000
 	getMany(t, c, srv.URL, requests, 8)
-	assert.Equal(t, int64(requests+retryhttp.DefaultRetryBudgetCapacity), srv.attempts.Load(),
+	assert.Equal(t, int64(requests+retryhttp.DefaultRetryBudgetCapacity), srv.Attempts.Load(),
 		"the first attempts, plus the ten retries of a full bucket")
 }
 
 func TestBudgetIsolatedFailuresAllRetried(t *testing.T) {
-	srv := failOnceServer(t)
-	c := newClient(t)
+	srv := testkit.FailOnceServer(t)
+	c := testkit.NewClient(t)
 
 	for i := range 10 {
-		assert.Equal(t, http.StatusOK, get(t, c, fmt.Sprintf("%s/%d", srv.URL, i)), "request %d", i)
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, fmt.Sprintf("%s/%d", srv.URL, i)), "request %d", i)
 	}
-	assert.EqualValues(t, 20, srv.attempts.Load(), "every failure retried once")
+	assert.EqualValues(t, 20, srv.Attempts.Load(), "every failure retried once")
 }
 
 func TestBudgetFreshTransportRetriesLikeV1(t *testing.T) {
 	// Code written for justinrixx/retryhttp v1 sees 3 retries per failing
 	// request, for the first three dead requests (9 retries of 10 tokens).
-	srv := deadServer(t)
-	c := newClient(t)
+	srv := testkit.DeadServer(t)
+	c := testkit.NewClient(t)
 	for i := range 3 {
-		before := srv.attempts.Load()
-		assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
-		assert.EqualValues(t, 4, srv.attempts.Load()-before, "request %d", i+1)
+		before := srv.Attempts.Load()
+		assert.Equal(t, http.StatusServiceUnavailable, testkit.Get(t, c, srv.URL))
+		assert.EqualValues(t, 4, srv.Attempts.Load()-before, "request %d", i+1)
 	}
 }
 
@@ -276,7 +257,7 @@ func TestBudgetSteadyState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
 			rnd := rand.New(rand.NewPCG(1, 2))
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				mu.Lock()
 				fail := rnd.Float64() < failure
 				mu.Unlock()
@@ -290,11 +271,11 @@ func TestBudgetSteadyState(t *testing.T) {
 				_, _ = io.WriteString(w, "ok")
 			})
 			// The bucket alone; TestParkedSteadyFailures has parking.
-			c := newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
+			c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{}))
 
 			getMany(t, c, srv.URL, requests, 8)
 
-			retries := srv.attempts.Load() - requests
+			retries := srv.Attempts.Load() - requests
 			ratio := float64(retries) / requests
 			t.Logf("%.0f%% failures, %d requests: %d retries = %.4f of first attempts (without a budget: ~%.3f)",
 				failure*100, requests, retries, ratio, unbudgeted)
@@ -306,65 +287,65 @@ func TestBudgetSteadyState(t *testing.T) {
 
 func TestBudgetRecovers(t *testing.T) {
 	var healthy atomic.Bool
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		if !healthy.Load() || r.URL.Path == "/flaky" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	c := newClient(t, onFakeTime())
+	c := testkit.NewClient(t, testkit.OnFakeTime())
 
 	// Dead: the bucket empties.
 	for range 10 {
-		get(t, c, srv.URL)
+		testkit.Get(t, c, srv.URL)
 	}
-	before := srv.attempts.Load()
-	get(t, c, srv.URL+"/flaky")
-	require.EqualValues(t, 1, srv.attempts.Load()-before, "no token left: no retry")
+	before := srv.Attempts.Load()
+	testkit.Get(t, c, srv.URL+"/flaky")
+	require.EqualValues(t, 1, srv.Attempts.Load()-before, "no token left: no retry")
 
 	// Healthy: 100 successes refill ten tokens.
 	healthy.Store(true)
 	for range 100 {
-		require.Equal(t, http.StatusOK, get(t, c, srv.URL))
+		require.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
 	}
-	before = srv.attempts.Load()
-	get(t, c, srv.URL+"/flaky")
-	assert.EqualValues(t, 4, srv.attempts.Load()-before, "retried again after recovery")
+	before = srv.Attempts.Load()
+	testkit.Get(t, c, srv.URL+"/flaky")
+	assert.EqualValues(t, 4, srv.Attempts.Load()-before, "retried again after recovery")
 }
 
 func TestBudgetShared(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{NoParking: true})
-	c1 := newClient(t, retryhttp.WithRetryBudget(b))
-	c2 := newClient(t, retryhttp.WithRetryBudget(b))
+	c1 := testkit.NewClient(t, retryhttp.WithRetryBudget(b))
+	c2 := testkit.NewClient(t, retryhttp.WithRetryBudget(b))
 
 	for range 5 {
-		get(t, c1, srv.URL)
+		testkit.Get(t, c1, srv.URL)
 	}
-	require.EqualValues(t, 15, srv.attempts.Load(), "c1 spent the ten tokens")
-	get(t, c2, srv.URL)
-	assert.EqualValues(t, 16, srv.attempts.Load(), "c2 shares the empty bucket: no retry")
+	require.EqualValues(t, 15, srv.Attempts.Load(), "c1 spent the ten tokens")
+	testkit.Get(t, c2, srv.URL)
+	assert.EqualValues(t, 16, srv.Attempts.Load(), "c2 shares the empty bucket: no retry")
 }
 
 func TestBudgetOptOut(t *testing.T) {
-	srv := deadServer(t)
-	c := newClient(t, retryhttp.WithRetryBudget(nil))
+	srv := testkit.DeadServer(t)
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(nil))
 
 	getMany(t, c, srv.URL, 100, 4)
-	assert.EqualValues(t, 400, srv.attempts.Load(), "every request retried three times")
+	assert.EqualValues(t, 400, srv.Attempts.Load(), "every request retried three times")
 }
 
 func TestBudgetPerHost(t *testing.T) {
-	a, b := deadServer(t), deadServer(t)
-	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
+	a, b := testkit.DeadServer(t), testkit.DeadServer(t)
+	c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{}))
 
 	for range 10 {
-		get(t, c, a.URL)
+		testkit.Get(t, c, a.URL)
 	}
-	require.EqualValues(t, 20, a.attempts.Load(), "a's bucket is empty")
-	get(t, c, b.URL)
-	assert.EqualValues(t, 4, b.attempts.Load(), "b keeps its own")
+	require.EqualValues(t, 20, a.Attempts.Load(), "a's bucket is empty")
+	testkit.Get(t, c, b.URL)
+	assert.EqualValues(t, 4, b.Attempts.Load(), "b keeps its own")
 }
 
 func TestBudgetRefusalJoinsTheNetError(t *testing.T) {
@@ -372,7 +353,7 @@ func TestBudgetRefusalJoinsTheNetError(t *testing.T) {
 	require.NoError(t, err)
 	url := "http://" + ln.Addr().String() + "/"
 	require.NoError(t, ln.Close())
-	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{Capacity: 1}))
+	c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{Capacity: 1}))
 
 	_, err = c.Get(url) // one retry, then refused
 	require.Error(t, err)
@@ -388,9 +369,9 @@ func TestBudgetRefusalJoinsTheNetError(t *testing.T) {
 }
 
 func TestBudgetRefusalReturnsTheResponse(t *testing.T) {
-	srv := deadServer(t)
-	c := newClient(t, noParking(retryhttp.RetryBudgetOptions{Capacity: 1}))
-	get(t, c, srv.URL) // spends the token
+	srv := testkit.DeadServer(t)
+	c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{Capacity: 1}))
+	testkit.Get(t, c, srv.URL) // spends the token
 
 	res, err := c.Get(srv.URL)
 	require.NoError(t, err)
@@ -399,7 +380,7 @@ func TestBudgetRefusalReturnsTheResponse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	assert.Equal(t, "down", string(body))
-	assert.EqualValues(t, 3, srv.attempts.Load())
+	assert.EqualValues(t, 3, srv.Attempts.Load())
 }
 
 // sharedResTransport answers every request in memory with one shared response.
@@ -417,7 +398,7 @@ func TestBudgetHappyPathAllocatesNothing(t *testing.T) {
 	require.NoError(t, err)
 	// A host whose bucket is far from full: every GET deposits with a CAS.
 	refilling := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1000})
-	for retryhttp.BudgetWithdraw(refilling, req.URL.String()) {
+	for budgetWithdraw(refilling, req.URL.String()) {
 	}
 	zero := &retryhttp.Transport{}
 	retryhttp.SetBase(zero, base)
@@ -439,7 +420,7 @@ func TestBudgetHappyPathAllocatesNothing(t *testing.T) {
 			assert.LessOrEqual(t, got, bare, "allocations per GET: %v through the transport, %v bare", got, bare)
 		})
 	}
-	assert.Less(t, retryhttp.BudgetTokens(refilling, req.URL.String()), 1000.0, "the bucket was refilling throughout")
+	assert.Less(t, budgetTokens(refilling, req.URL.String()), 1000.0, "the bucket was refilling throughout")
 }
 
 func TestBudgetRefusalsKeepTheConnection(t *testing.T) {
@@ -458,9 +439,9 @@ func TestBudgetRefusalsKeepTheConnection(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newClient(t, onFakeTime())
+	c := testkit.NewClient(t, testkit.OnFakeTime())
 	for range 20 {
-		get(t, c, srv.URL)
+		testkit.Get(t, c, srv.URL)
 	}
 	assert.EqualValues(t, 1, conns.Load(), "one connection, reused")
 }
@@ -473,7 +454,7 @@ func TestErrRetryBudgetExhaustedIsDistinct(t *testing.T) {
 func TestBudgetUnsentRetryCostsNothing(t *testing.T) {
 	// A Retry-After beyond WithMaxDelay ends the request without a retry:
 	// no token is spent on it.
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Retry-After", "3600")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
@@ -481,10 +462,10 @@ func TestBudgetUnsentRetryCostsNothing(t *testing.T) {
 	c := &http.Client{Transport: retryhttp.New(retryhttp.WithRetryBudget(b))}
 	t.Cleanup(c.CloseIdleConnections)
 	for range 20 {
-		assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
+		assert.Equal(t, http.StatusServiceUnavailable, testkit.Get(t, c, srv.URL))
 	}
-	assert.EqualValues(t, 20, srv.attempts.Load())
-	assert.InDelta(t, 10, retryhttp.BudgetTokens(b, srv.URL), 1e-9)
+	assert.EqualValues(t, 20, srv.Attempts.Load())
+	assert.InDelta(t, 10, budgetTokens(b, srv.URL), 1e-9)
 }
 
 // Regression: a healthy server that closes keep-alive connections as they
@@ -496,18 +477,18 @@ func TestBudgetUnsentRetryCostsNothing(t *testing.T) {
 func TestBudgetLostConnectionRetriesRefundedOnSuccess(t *testing.T) {
 	t.Run("server closing idle connections", func(t *testing.T) {
 		const n = 500
-		srv := startServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		srv := testkit.StartServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			_, _ = io.WriteString(w, "ok")
-		}, false, closeIdle)
+		}, false, testkit.CloseIdle)
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		counted := &countingTransport{RoundTripper: base}
+		counted := &testkit.CountingTransport{RoundTripper: base}
 		// A lean budget, which successes refill slowly: without refunds,
 		// the lost connections (several percent of requests here) would
 		// exhaust it.
 		lean := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Ratio: 0.01})
-		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay, retryhttp.WithRetryBudget(lean))
+		tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay, retryhttp.WithRetryBudget(lean))
 		body := strings.Repeat("x", 4<<10)
 		for i := range n {
 			// A PUT without GetBody: net/http cannot replay it itself.
@@ -515,25 +496,25 @@ func TestBudgetLostConnectionRetriesRefundedOnSuccess(t *testing.T) {
 			require.NoError(t, err)
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err, "request %d", i)
-			assert.Equal(t, "ok", readAll(t, res))
+			assert.Equal(t, "ok", testkit.ReadAll(t, res))
 		}
-		assert.Equal(t, int64(n), srv.attempts.Load())
-		t.Logf("%d requests, %d attempts", n, counted.attempts.Load())
+		assert.Equal(t, int64(n), srv.Attempts.Load())
+		t.Logf("%d requests, %d attempts", n, counted.Attempts.Load())
 	})
 	t.Run("server resetting every connection", func(t *testing.T) {
 		const n = 200
-		srv := newRawServer(t, func(int64) reply { return replyReset })
+		srv := testkit.NewRawServer(t, func(int64) testkit.Reply { return testkit.ReplyReset })
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		counted := &countingTransport{RoundTripper: base}
-		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay, noParking(retryhttp.RetryBudgetOptions{}))
+		counted := &testkit.CountingTransport{RoundTripper: base}
+		tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay, testkit.NoParking(retryhttp.RetryBudgetOptions{}))
 		for range n {
-			req, err := http.NewRequest(http.MethodGet, srv.url(), nil)
+			req, err := http.NewRequest(http.MethodGet, srv.URL(), nil)
 			require.NoError(t, err)
 			_, err = tr.RoundTrip(req)
 			require.Error(t, err)
 		}
-		assert.Equal(t, int64(n+retryhttp.DefaultRetryBudgetCapacity), counted.attempts.Load(),
+		assert.Equal(t, int64(n+retryhttp.DefaultRetryBudgetCapacity), counted.Attempts.Load(),
 			"the budget's 10 retries, then none: failed retries are not refunded")
 	})
 }
@@ -551,8 +532,8 @@ func TestDefaultBudgetSharedByTransports(t *testing.T) {
 	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))
 
 	// A token spent through one is gone for the other.
-	srv := deadServer(t)
-	require.True(t, retryhttp.BudgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
-	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, retryhttp.BudgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
-	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, retryhttp.BudgetTokens(own, srv.URL), 1e-9)
+	srv := testkit.DeadServer(t)
+	require.True(t, budgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, budgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
+	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, budgetTokens(own, srv.URL), 1e-9)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,18 +26,18 @@ func TestWithClock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, statusThen(http.StatusServiceUnavailable, 2))
+			srv := testkit.NewCountingServer(t, testkit.StatusThen(http.StatusServiceUnavailable, 2))
 			clock := retryhttptest.NewClock(time.Unix(0, 0))
-			opts := []retryhttp.Option{oneMs, unlimitedBudget, retryhttp.WithClock(clock)}
+			opts := []retryhttp.Option{oneMs, testkit.UnlimitedBudget, retryhttp.WithClock(clock)}
 			if tt.nilAfter {
 				opts = append(opts, retryhttp.WithClock(nil))
 			}
-			res, err := (&http.Client{Transport: newTransport(t, opts...)}).Get(srv.URL)
+			res, err := (&http.Client{Transport: testkit.NewTransport(t, opts...)}).Get(srv.URL)
 			require.NoError(t, err)
 			res.Body.Close()
 			assert.Equal(t, http.StatusOK, res.StatusCode)
 			assert.Len(t, clock.Sleeps(), tt.wantFaked)
-			assert.EqualValues(t, 3, srv.attempts.Load())
+			assert.EqualValues(t, 3, srv.Attempts.Load())
 		})
 	}
 }
@@ -52,8 +53,8 @@ func TestClockGovernsParking(t *testing.T) {
 		// MaxWait is below the gate's quiet time for a probe: nothing is
 		// ever released.
 		b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: 100 * time.Millisecond, NoParking: noParking})
-		var ev parkEvents
-		tr := retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithRetryBudget(b), ev.option())
+		var ev testkit.ParkEvents
+		tr := retryhttp.New(retryhttp.WithClock(clock), retryhttp.WithRetryBudget(b), ev.Option())
 		t.Cleanup(tr.CloseIdleConnections)
 		res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 		require.NoError(t, err)
@@ -61,13 +62,13 @@ func TestClockGovernsParking(t *testing.T) {
 		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 		assert.Equal(t, 2, srv.Requests(), "the first attempt and the retry of the only token")
 		if noParking {
-			assert.Zero(t, ev.count(retryhttp.ParkParked), "NoParking: refused at once")
+			assert.Zero(t, ev.Count(retryhttp.ParkParked), "NoParking: refused at once")
 			assert.Len(t, clock.Sleeps(), 1, "the delay of the one retry")
 			continue
 		}
-		require.Len(t, ev.dropped, 1)
-		assert.Equal(t, retryhttp.StopBudgetRefused, ev.dropped[0].Reason)
-		assert.Greater(t, ev.dropped[0].Waited, time.Duration(0), "parked")
+		require.Len(t, ev.Dropped, 1)
+		assert.Equal(t, retryhttp.StopBudgetRefused, ev.Dropped[0].Reason)
+		assert.Greater(t, ev.Dropped[0].Waited, time.Duration(0), "parked")
 		assert.Greater(t, len(clock.Sleeps()), 2, "the delays of both retries and the parked retry's polls went through the fake clock")
 	}
 }
@@ -88,7 +89,7 @@ func TestFakeTimeGovernsTimers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			hs := newHedgeServer(t, slowFirst)
 			clock := retryhttptest.NewManualClock(time.Now())
-			c, _ := newHedgeClient(t, tt.opt, retryhttp.WithClock(clock), unlimitedBudget)
+			c, _ := newHedgeClient(t, tt.opt, retryhttp.WithClock(clock), testkit.UnlimitedBudget)
 			type result struct {
 				body string
 				err  error
@@ -100,7 +101,7 @@ func TestFakeTimeGovernsTimers(t *testing.T) {
 					done <- result{err: err}
 					return
 				}
-				done <- result{body: readAll(t, res)}
+				done <- result{body: testkit.ReadAll(t, res)}
 			}()
 			require.Equal(t, 1, <-hs.arrived)
 			require.Eventually(t, func() bool { return clock.Timers() > 0 }, 10*time.Second, time.Millisecond, "the timer armed")

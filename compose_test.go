@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -106,14 +107,14 @@ func TestRetryIfNotAskedWhenRulesDecide(t *testing.T) {
 // RetryIf says the 401 is worth retrying, WithPrepareRetry refreshes the
 // token.
 func TestRetryIfUnauthorizedLoopback(t *testing.T) {
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer fresh" {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	tr := newTransport(t, noDelay, unlimitedBudget,
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget,
 		retryhttp.WithShouldRetryFn(retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
 			RetryIf: func(a retryhttp.Attempt) bool {
 				return a.Res != nil && a.Res.StatusCode == http.StatusUnauthorized && a.Count == 1
@@ -127,21 +128,21 @@ func TestRetryIfUnauthorizedLoopback(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
-	assert.EqualValues(t, 2, srv.attempts.Load())
+	assert.EqualValues(t, 2, srv.Attempts.Load())
 
 	// A POST is not retried by RetryIf: it is not guessed idempotent.
-	srv.attempts.Store(0)
+	srv.Attempts.Store(0)
 	res, err = (&http.Client{Transport: tr}).Post(srv.URL, "text/plain", nil)
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, res.StatusCode)
-	assert.EqualValues(t, 1, srv.attempts.Load())
+	assert.EqualValues(t, 1, srv.Attempts.Load())
 }
 
 // TestAdditionalStatusCodesLoopback retries a 504 for a GET.
 func TestAdditionalStatusCodesLoopback(t *testing.T) {
-	srv := newCountingServer(t, statusThen(http.StatusGatewayTimeout, 2))
-	tr := newTransport(t, noDelay, unlimitedBudget,
+	srv := testkit.NewCountingServer(t, testkit.StatusThen(http.StatusGatewayTimeout, 2))
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget,
 		retryhttp.WithShouldRetryFn(retryhttp.CustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
 			AdditionalStatusCodes: []int{http.StatusGatewayTimeout},
 		})))
@@ -149,5 +150,5 @@ func TestAdditionalStatusCodesLoopback(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
-	assert.EqualValues(t, 3, srv.attempts.Load())
+	assert.EqualValues(t, 3, srv.Attempts.Load())
 }

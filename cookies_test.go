@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,14 +18,14 @@ import (
 // that cookie, then 200 with a cookie of its own; it records each
 // request's cookies.
 type stickyServer struct {
-	*countingServer
+	*testkit.CountingServer
 	mu      sync.Mutex
 	cookies []string
 }
 
 func newStickyServer(t *testing.T) *stickyServer {
 	s := &stickyServer{}
-	s.countingServer = newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+	s.CountingServer = testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.cookies = append(s.cookies, r.Header.Get("Cookie"))
 		s.mu.Unlock()
@@ -58,7 +59,7 @@ func TestCookieJarCarriesRetriedAttemptsCookies(t *testing.T) {
 	srv := newStickyServer(t)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	tr := newTransport(t, noDelay, retryhttp.WithCookieJar(jar))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithCookieJar(jar))
 	client := &http.Client{Transport: tr, Jar: jar}
 	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 	require.NoError(t, err)
@@ -66,7 +67,7 @@ func TestCookieJarCarriesRetriedAttemptsCookies(t *testing.T) {
 
 	res, err := client.Do(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	assert.Equal(t, http.StatusOK, res.StatusCode)
 	assert.Equal(t, []string{"pref=dark", "pref=dark; session=s1"}, srv.seen(), "the retry carries the 503's cookie")
@@ -79,12 +80,12 @@ func TestCookieJarReplacesStaleCookie(t *testing.T) {
 	require.NoError(t, err)
 	u, _ := url.Parse(srv.URL)
 	jar.SetCookies(u, []*http.Cookie{{Name: "session", Value: "expired"}})
-	tr := newTransport(t, noDelay, retryhttp.WithCookieJar(jar))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithCookieJar(jar))
 	client := &http.Client{Transport: tr, Jar: jar}
 
 	res, err := client.Get(srv.URL)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	assert.Equal(t, http.StatusOK, res.StatusCode)
 	assert.Equal(t, []string{"session=expired", "session=s1"}, srv.seen())
@@ -96,12 +97,12 @@ func TestWithoutCookieJarRetriedCookiesAreLost(t *testing.T) {
 	srv := newStickyServer(t)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	tr := newTransport(t, noDelay)
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	client := &http.Client{Transport: tr, Jar: jar}
 
 	res, err := client.Get(srv.URL)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	assert.Equal(t, []string{"", "", "", ""}, srv.seen())

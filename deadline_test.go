@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,7 @@ type deadlineHeaders struct {
 	seen []string
 }
 
-func (d *deadlineHeaders) handler(fails int64) handlerFn {
+func (d *deadlineHeaders) handler(fails int64) testkit.HandlerFn {
 	return func(n int64, w http.ResponseWriter, r *http.Request) {
 		v, ok := r.Header[retryhttp.DeadlineHeader]
 		d.mu.Lock()
@@ -66,7 +67,7 @@ func getWithin(t *testing.T, tr http.RoundTripper, url string, timeout time.Dura
 	}
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 	return req
 }
 
@@ -75,9 +76,9 @@ func getWithin(t *testing.T, tr http.RoundTripper, url string, timeout time.Dura
 // wait between them.
 func TestDeadlineHeaderPerAttempt(t *testing.T) {
 	rec := &deadlineHeaders{}
-	srv := newCountingServer(t, rec.handler(2))
+	srv := testkit.NewCountingServer(t, rec.handler(2))
 	wait := 30 * time.Millisecond
-	tr := newTransport(t, retryhttp.WithDeadlineHeader(true),
+	tr := testkit.NewTransport(t, retryhttp.WithDeadlineHeader(true),
 		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return wait }))
 	req := getWithin(t, tr, srv.URL, 5*time.Second)
 	ms := rec.millis(t)
@@ -136,8 +137,8 @@ func TestDeadlineHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &deadlineHeaders{}
-			srv := newCountingServer(t, rec.handler(0))
-			getWithin(t, newTransport(t, tt.options...), srv.URL, tt.timeout, tt.own...)
+			srv := testkit.NewCountingServer(t, rec.handler(0))
+			getWithin(t, testkit.NewTransport(t, tt.options...), srv.URL, tt.timeout, tt.own...)
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			tt.check(t, rec.seen)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 )
 
 // TestObservabilityDocCounts checks the allocations and bytes of the happy
@@ -36,5 +37,5 @@ func TestObservabilityDocCounts(t *testing.T) {
 		measured["cost allocs "+name] = int64(testing.AllocsPerRun(200, f))
 		measured["cost bytes "+name] = int64(bytesPerRun(200, f))
 	}
-	checkDocFigures(t, "docs/observability.md", "cost ", measured)
+	testkit.CheckDocFigures(t, "docs/observability.md", "cost ", measured)
 }

@@ -1,31 +1,24 @@
 package retryhttp
 
 import (
-	"context"
 	"net/http"
-	"net/url"
+	"sync"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
-	"github.com/seed2409de8f/retryhttp/internal/respbody"
-	"github.com/seed2409de8f/retryhttp/internal/retryafter"
+	"github.com/seed2409de8f/retryhttp/internal/tail"
 )
 
-// Test seams. Tests in package retryhttp_test reach internals through these.
+// Test seams: the few internals the tests of package retryhttp_test reach,
+// ten in all. Everything else they check goes through the public API (a
+// host's budget state through RetryBudget.Hosts), the internal packages'
+// own tests, or internal/testkit.
 
 // DelayWith is the DelayFn of opts with the time and the random number given.
 func DelayWith(opts CustomizedDelayFnOptions, a Attempt, now time.Time, r float64) time.Duration {
 	return newDelayPolicy(opts).delay(a, func() time.Time { return now }, r)
 }
-
-// ParseRetryAfter exposes retryafter.Parse.
-func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	return retryafter.Parse(h, func() time.Time { return now })
-}
-
-// MaxDrain is the bound on draining a discarded response body.
-const MaxDrain = respbody.MaxDrain
 
 // ResolvedSettings are the settings one RoundTrip runs with: the transport's
 // options, with the context's overrides applied and defaults filled in.
@@ -40,11 +33,6 @@ type ResolvedSettings struct {
 	HedgeDelay           time.Duration
 	MaxHedges            int
 	Budget               *RetryBudget
-}
-
-// Settings resolves the settings of t for a request carrying ctx.
-func Settings(t *Transport, ctx context.Context) ResolvedSettings {
-	return SettingsFor(t, (&http.Request{URL: &url.URL{}}).WithContext(ctx))
 }
 
 // SettingsFor resolves the settings of t for req.
@@ -68,27 +56,27 @@ func SettingsFor(t *Transport, req *http.Request) ResolvedSettings {
 // BaseTransport exposes the transport that sends each attempt.
 func BaseTransport(t *Transport) http.RoundTripper { return t.baseTransport() }
 
-// BudgetWithdraw takes a retry token for rawURL's host.
-func BudgetWithdraw(b *RetryBudget, rawURL string) bool { return WithdrawFor(b, mustRequest(rawURL)) }
+// SetBase sets the base transport of t.
+func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
 
-// BudgetParks reports whether a retry without a token parks on rawURL's
-// host now (it is in an outage, or recovering from one); it spends the
-// host's tokens to find out.
-func BudgetParks(b *RetryBudget, rawURL string) bool {
-	for BudgetWithdraw(b, rawURL) {
-	}
-	return b.core.Admit(&budget.Retry{Req: mustRequest(rawURL), Bound: budget.NoBound}).Do == budget.Park
+// DefaultBudgetOf returns the budget t uses.
+func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
+
+// WithdrawFor takes a token of req's host, as a retry sent at once that
+// finds one does.
+func WithdrawFor(b *RetryBudget, req *http.Request) bool {
+	return b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Send
 }
 
-// BudgetDeposit credits rawURL's host as an attempt answered with status
-// would.
-func BudgetDeposit(b *RetryBudget, rawURL string, status int) {
-	DepositFor(b, mustRequest(rawURL), &http.Response{StatusCode: status, Header: http.Header{}})
+// DepositFor records the outcome of an attempt that is neither a first
+// attempt nor a parked retry: res, or no response (nil).
+func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) {
+	b.settle(req, success(res), res != nil, &attemptOutcome{}, nil)
 }
 
-// hostBudget returns the state of rawURL's host, made if it is missing.
-func hostBudget(b *RetryBudget, rawURL string) HostBudget {
-	req := mustRequest(rawURL)
+// HostOf returns the state of req's host (as RetryBudget.Hosts gives it),
+// made if it is missing.
+func HostOf(b *RetryBudget, req *http.Request) HostBudget {
 	want := hostmap.KeyOf(req).String()
 	// A first attempt, let go at once, makes its state if it is missing.
 	b.core.Admit(&budget.Retry{Req: req, First: true})
@@ -100,17 +88,13 @@ func hostBudget(b *RetryBudget, rawURL string) HostBudget {
 	panic("retryhttp: " + want + " was made and is gone")
 }
 
-// BudgetTokens returns the tokens left for rawURL's host.
-func BudgetTokens(b *RetryBudget, rawURL string) float64 { return hostBudget(b, rawURL).Tokens }
-
-// BudgetHosts returns the number of hosts whose buckets b keeps.
-func BudgetHosts(b *RetryBudget) int {
-	n := 0
-	for range b.Hosts() {
-		n++
-	}
-	return n
+// AdaptiveHedgeDelay returns the hedge delay that adaptive hedging with
+// quantile q would give req now, and whether its host's window is warm.
+func AdaptiveHedgeDelay(t *Transport, req *http.Request, q float64) (time.Duration, bool) {
+	return t.tails.of(req).Delay(t.clock().Now().UnixNano(), tail.ClampQuantile(q))
 }
+
+// The helpers of the package's internal tests (unexported).
 
 func mustRequest(rawURL string) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
@@ -120,67 +104,83 @@ func mustRequest(rawURL string) *http.Request {
 	return req
 }
 
-// SetBase sets the base transport of t.
-func SetBase(t *Transport, base http.RoundTripper) { t.transport = base }
-
-// WithdrawFor takes a token of req's host, as a retry sent at once that
-// finds one does.
-func WithdrawFor(b *RetryBudget, req *http.Request) bool {
-	return b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Send
-}
-
-// DepositFor records the outcome of an attempt that is neither a first
-// attempt nor a parked retry, for benchmarks.
-func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) {
-	b.settle(req, success(res), res != nil, &attemptOutcome{}, nil)
-}
-
-// MaxProbes bounds the retries a host's parked retries send as probes while
-// it fails everything, per outage: one per probeQuiet for MaxWait, and the
-// first.
-var MaxProbes = int(DefaultMaxParkedWait/probeQuiet) + 1
-
-// probeQuiet is the pace of the probes of a host without traffic: no
-// failure heard for this long lets one parked retry go
-// (internal/budget/pacer.go, probeQuiet).
-const probeQuiet = 250 * time.Millisecond
-
-// BudgetPacing returns the window of rawURL's host, its slots held and the
-// retries parked on it.
-func BudgetPacing(b *RetryBudget, rawURL string) (window float64, inFlight, parked int) {
-	h := hostBudget(b, rawURL)
-	return float64(h.Window), h.InFlight, h.Parked
-}
-
-// DefaultBudgetOf returns the budget t uses.
-func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
-
-// BudgetOutage puts rawURL's host in an outage: its latest OutageStreak
-// attempts failed, so retries without a token park there.
-func BudgetOutage(b *RetryBudget, rawURL string) {
-	for range OutageStreak {
-		DepositFor(b, mustRequest(rawURL), nil)
-	}
-}
-
-// OutageStreak is the number of failures in a row that make an outage
-// (internal/budget/pacer.go, outageStreak).
-const OutageStreak = 10
-
-// HostKey returns the key of rawURL's destination, as a string.
-func HostKey(rawURL string) string { return hostmap.KeyOf(mustRequest(rawURL)).String() }
-
 // budgetWithOneToken returns a budget made with opts whose bucket for
 // rawURL's host, a host that answered (not in an outage), holds one token
-// of its ten, so
-// that what settle deposits afterwards shows in BudgetTokens: Ratio (0.1)
-// per success and per first attempt answered with a failure, nothing for a
-// retry that failed, and a retry's token back when it succeeds.
+// of its ten, so that what settle deposits afterwards shows in its Tokens:
+// Ratio (0.1) per success and per first attempt answered with a failure,
+// nothing for a retry that failed, and a retry's token back when it
+// succeeds.
 func budgetWithOneToken(rawURL string, opts RetryBudgetOptions) *RetryBudget {
 	b := NewRetryBudget(opts)
-	BudgetDeposit(b, rawURL, http.StatusOK)
-	for BudgetTokens(b, rawURL) > 1 {
-		BudgetWithdraw(b, rawURL)
+	req := mustRequest(rawURL)
+	DepositFor(b, req, &http.Response{StatusCode: http.StatusOK, Header: http.Header{}})
+	for HostOf(b, req).Tokens > 1 {
+		WithdrawFor(b, req)
 	}
 	return b
+}
+
+// stepClock is a Clock for the package's internal tests, which cannot use
+// retryhttptest's: its time moves only with Advance, and its timers never
+// fire; but, if jump, a wait (NewTimer) ends at once, moving the time to
+// its end.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	jump bool
+}
+
+func newStepClock(start time.Time) *stepClock { return &stepClock{now: start} }
+
+// withNoWaits puts t on a clock whose waits end at once.
+func withNoWaits(t *Transport) { WithClock(&stepClock{now: time.Now(), jump: true})(t) }
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves c's time forward by d.
+func (c *stepClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *stepClock) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
+	if !c.jump {
+		return nil, idleTimer{}
+	}
+	c.Advance(d)
+	fired := make(chan time.Time, 1)
+	fired <- c.Now()
+	return fired, idleTimer{}
+}
+
+func (c *stepClock) AfterFunc(time.Duration, func()) Timer { return idleTimer{} }
+
+// idleTimer is a timer that never fires: Stop always finds it armed.
+type idleTimer struct{}
+
+func (idleTimer) Stop() bool               { return true }
+func (idleTimer) Reset(time.Duration) bool { return true }
+
+// parks reports whether a retry without a token parks on rawURL's host now
+// (it is in an outage, or recovering from one); it spends the host's tokens
+// to find out.
+func parks(b *RetryBudget, rawURL string) bool {
+	req := mustRequest(rawURL)
+	for WithdrawFor(b, req) {
+	}
+	return b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Park
+}
+
+// outage puts rawURL's host in an outage: its latest outageStreak (10)
+// attempts failed, so retries without a token park there
+// (internal/budget/pacer.go, outageStreak).
+func outage(b *RetryBudget, rawURL string) {
+	for range 10 {
+		DepositFor(b, mustRequest(rawURL), nil)
+	}
 }

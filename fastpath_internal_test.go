@@ -179,9 +179,9 @@ func TestFastPathStillSettles(t *testing.T) {
 	for range 5 {
 		getOK(t, tr, context.Background(), srv.URL)
 	}
-	assert.InDelta(t, 1.5, BudgetTokens(b, srv.URL), 1e-9, "five successes deposited")
-	BudgetOutage(b, srv.URL)
-	assert.True(t, BudgetParks(b, srv.URL), "the latest success is recent: not dead")
+	assert.InDelta(t, 1.5, HostOf(b, mustRequest(srv.URL)).Tokens, 1e-9, "five successes deposited")
+	outage(b, srv.URL)
+	assert.True(t, parks(b, srv.URL), "the latest success is recent: not dead")
 }
 
 // TestFastPathReportsToHooksAndBreaker checks that a success skips the

@@ -69,7 +69,7 @@ func TestFirstAttemptFastPathSameOutcome(t *testing.T) {
 				res.Body.Close()
 				assert.Equal(t, tt.want, res.StatusCode, "hooks %v", hooked)
 				assert.Equal(t, int32(tt.attempts), n.Load(), "hooks %v", hooked)
-				assert.InDelta(t, tt.tokens, BudgetTokens(b, srv.URL), 1e-9, "hooks %v: what the budget recorded", hooked)
+				assert.InDelta(t, tt.tokens, HostOf(b, mustRequest(srv.URL)).Tokens, 1e-9, "hooks %v: what the budget recorded", hooked)
 			}
 			assert.Equal(t, tt.attempts, attempts, "the hooks see every attempt")
 			assert.Equal(t, []StopReason{tt.stop}, stops)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
 // fuzzNow is the time Retry-After dates are measured from in the fuzzers.
@@ -52,13 +53,15 @@ func isASCIIDigits(s string) bool {
 	return true
 }
 
+// FuzzParseRetryAfter fuzzes internal/retryafter.Parse, with the seeds
+// FuzzDelay shares.
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, s := range retryAfterSeeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		h := http.Header{"Retry-After": {v}}
-		d, ok := retryhttp.ParseRetryAfter(h, fuzzNow)
+		d, ok := retryafter.Parse(h, func() time.Time { return fuzzNow })
 		if d < 0 {
 			t.Fatalf("ParseRetryAfter(%q) = %v, negative", v, d)
 		}
@@ -119,7 +122,7 @@ func FuzzDelay(f *testing.F) {
 		if d < 0 {
 			t.Fatalf("delay(%q, %d, %+v, r=%v) = %v, negative", v, count, opts, r, d)
 		}
-		if _, ok := retryhttp.ParseRetryAfter(a.Res.Header, fuzzNow); ok {
+		if _, ok := retryafter.Parse(a.Res.Header, func() time.Time { return fuzzNow }); ok {
 			return
 		}
 		// Backoff: below the effective cap (the default for values that

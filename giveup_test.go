@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,49 +22,49 @@ func TestErrorOnGiveUp(t *testing.T) {
 	}
 	tests := []struct {
 		name         string
-		handler      handlerFn
+		handler      testkit.HandlerFn
 		options      []retryhttp.Option
 		wantAttempts int
 		wantReason   retryhttp.StopReason
 		wantIs       error
 		wantMsg      string
 	}{
-		{"retries exhausted", always(http.StatusServiceUnavailable), []retryhttp.Option{unlimitedBudget},
+		{"retries exhausted", testkit.Always(http.StatusServiceUnavailable), []retryhttp.Option{testkit.UnlimitedBudget},
 			4, retryhttp.StopRetriesExhausted, retryhttp.ErrRetriesExhausted,
 			"retryhttp: giving up after 4 attempts: last status 503 Service Unavailable"},
-		{"429", always(http.StatusTooManyRequests), []retryhttp.Option{unlimitedBudget, retryhttp.WithMaxRetries(1)},
+		{"429", testkit.Always(http.StatusTooManyRequests), []retryhttp.Option{testkit.UnlimitedBudget, retryhttp.WithMaxRetries(1)},
 			2, retryhttp.StopRetriesExhausted, retryhttp.ErrRetriesExhausted,
 			"retryhttp: giving up after 2 attempts: last status 429 Too Many Requests"},
-		{"budget refused", always(http.StatusBadGateway),
-			[]retryhttp.Option{noParking(retryhttp.RetryBudgetOptions{Capacity: 1})},
+		{"budget refused", testkit.Always(http.StatusBadGateway),
+			[]retryhttp.Option{testkit.NoParking(retryhttp.RetryBudgetOptions{Capacity: 1})},
 			2, retryhttp.StopBudgetRefused, retryhttp.ErrRetryBudgetExhausted,
 			"retryhttp: giving up after 2 attempts (budget refused): last status 502 Bad Gateway"},
-		{"delay too long", retryAfterHour, []retryhttp.Option{unlimitedBudget, retryhttp.WithDelayFn(nil)},
+		{"delay too long", retryAfterHour, []retryhttp.Option{testkit.UnlimitedBudget, retryhttp.WithDelayFn(nil)},
 			1, retryhttp.StopDelayTooLong, retryhttp.ErrRetriesExhausted,
 			"retryhttp: giving up after 1 attempt (delay too long): last status 503 Service Unavailable"},
-		{"hedged", always(http.StatusServiceUnavailable), []retryhttp.Option{unlimitedBudget, retryhttp.WithHedging(time.Hour, 1)},
+		{"hedged", testkit.Always(http.StatusServiceUnavailable), []retryhttp.Option{testkit.UnlimitedBudget, retryhttp.WithHedging(time.Hour, 1)},
 			4, retryhttp.StopRetriesExhausted, retryhttp.ErrRetriesExhausted,
 			"retryhttp: giving up after 4 attempts: last status 503 Service Unavailable"},
-		{"unknown status", always(599), []retryhttp.Option{unlimitedBudget, retryhttp.WithMaxRetries(0),
+		{"unknown status", testkit.Always(599), []retryhttp.Option{testkit.UnlimitedBudget, retryhttp.WithMaxRetries(0),
 			retryhttp.WithShouldRetryFn(func(retryhttp.Attempt) bool { return true })},
 			1, 0, nil, ""}, // sent once: not a give-up
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				tt.handler(n, w, r)
 				_, _ = io.WriteString(w, strings.Repeat("x", 1000)) // drained, so the connection is reused
 			})
 			var stop retryhttp.Decision
-			opts := append([]retryhttp.Option{noDelay, retryhttp.WithErrorOnGiveUp(true),
+			opts := append([]retryhttp.Option{testkit.NoDelay, retryhttp.WithErrorOnGiveUp(true),
 				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 					if !d.Retry {
 						stop = d
 					}
 				}})}, tt.options...)
-			tr := newTransport(t, opts...)
+			tr := testkit.NewTransport(t, opts...)
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
-			assert.EqualValues(t, tt.wantAttempts, srv.attempts.Load())
+			assert.EqualValues(t, tt.wantAttempts, srv.Attempts.Load())
 			if tt.wantIs == nil {
 				require.NoError(t, err)
 				res.Body.Close()
@@ -81,7 +82,7 @@ func TestErrorOnGiveUp(t *testing.T) {
 			assert.ErrorIs(t, stop.Attempt.Err, tt.wantIs)
 			assert.Equal(t, tt.wantReason, stop.Reason)
 			if tt.name != "hedged" { // hedges are cancelled: their connections are not reused
-				assert.EqualValues(t, 1, srv.conns.Load(), "the responses were drained and their connection reused")
+				assert.EqualValues(t, 1, srv.Conns.Load(), "the responses were drained and their connection reused")
 			}
 		})
 	}
@@ -92,19 +93,19 @@ func TestErrorOnGiveUp(t *testing.T) {
 func TestErrorOnGiveUpLeavesOtherOutcomes(t *testing.T) {
 	tests := []struct {
 		name   string
-		give   handlerFn
+		give   testkit.HandlerFn
 		method string
 		want   int
 	}{
-		{"success", always(http.StatusOK), http.MethodGet, http.StatusOK},
-		{"not retried: 500", always(http.StatusInternalServerError), http.MethodGet, http.StatusInternalServerError},
-		{"not retried: 503 to a POST", always(http.StatusServiceUnavailable), http.MethodPost, http.StatusServiceUnavailable},
-		{"recovered", statusThen(http.StatusServiceUnavailable, 2), http.MethodGet, http.StatusOK},
+		{"success", testkit.Always(http.StatusOK), http.MethodGet, http.StatusOK},
+		{"not retried: 500", testkit.Always(http.StatusInternalServerError), http.MethodGet, http.StatusInternalServerError},
+		{"not retried: 503 to a POST", testkit.Always(http.StatusServiceUnavailable), http.MethodPost, http.StatusServiceUnavailable},
+		{"recovered", testkit.StatusThen(http.StatusServiceUnavailable, 2), http.MethodGet, http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, tt.give)
-			tr := newTransport(t, noDelay, unlimitedBudget, retryhttp.WithErrorOnGiveUp(true))
+			srv := testkit.NewCountingServer(t, tt.give)
+			tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget, retryhttp.WithErrorOnGiveUp(true))
 			req, _ := http.NewRequest(tt.method, srv.URL, nil)
 			res, err := (&http.Client{Transport: tr}).Do(req)
 			require.NoError(t, err)
@@ -113,15 +114,15 @@ func TestErrorOnGiveUpLeavesOtherOutcomes(t *testing.T) {
 		})
 	}
 	t.Run("off by default", func(t *testing.T) {
-		srv := newCountingServer(t, always(http.StatusServiceUnavailable))
-		tr := newTransport(t, noDelay, unlimitedBudget)
+		srv := testkit.NewCountingServer(t, testkit.Always(http.StatusServiceUnavailable))
+		tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget)
 		res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 		require.NoError(t, err)
 		res.Body.Close()
 		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	})
 	t.Run("errors unchanged", func(t *testing.T) {
-		tr := newTransport(t, noDelay, unlimitedBudget, retryhttp.WithErrorOnGiveUp(true))
+		tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget, retryhttp.WithErrorOnGiveUp(true))
 		res, err := (&http.Client{Transport: tr}).Get(closedURL(t))
 		require.Error(t, err)
 		assert.Nil(t, res)

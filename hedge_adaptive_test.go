@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/destinations"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 )
 
 const (
@@ -23,10 +24,10 @@ const (
 
 // tailServer answers GET /?id=N after tailFast, but the first request of
 // every 20th id (5%) after tailSlow, or when the request is cancelled.
-func tailServer(t *testing.T) *countingServer {
+func tailServer(t *testing.T) *testkit.CountingServer {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	return newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	return testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("id")
 		mu.Lock()
 		first := !seen[id]
@@ -144,7 +145,7 @@ func followsTheTail(t *testing.T, b *retryhttp.RetryBudget) {
 	if rescued < slow*8/10 {
 		t.Errorf("%d of %d requests whose first attempt was slow ended by a hedge within %v, want 80%% at least", rescued, slow, tailSlow/2)
 	}
-	if extra := float64(srv.attempts.Load())/requests - 1; extra > 0.15 {
+	if extra := float64(srv.Attempts.Load())/requests - 1; extra > 0.15 {
 		t.Errorf("the server received %.0f%% more requests than were sent, want 15%% at most", extra*100)
 	}
 }
@@ -247,7 +248,7 @@ func TestAdaptiveHedgingDestination(t *testing.T) {
 // times the delay.
 func TestAdaptiveHedgingNoLateHedge(t *testing.T) {
 	const usual = 10 * time.Millisecond
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		d := usual
 		if r.URL.Query().Get("id") == "hang" {
 			d = time.Hour

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -77,7 +78,7 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 			res, err := c.Do(req)
 			require.NoError(t, err)
 
-			assert.Equal(t, fmt.Sprintf("attempt %d", tt.wantHits), readAll(t, res))
+			assert.Equal(t, fmt.Sprintf("attempt %d", tt.wantHits), testkit.ReadAll(t, res))
 			assert.EqualValues(t, tt.wantHits, hs.hits.Load())
 			assert.Equal(t, tt.wantAsked, asked.Load(), "calls of the caller's policy: one per outcome judged")
 		})
@@ -89,24 +90,24 @@ func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
 // the retry succeeds (budget.go settle): a healthy server that closes
 // keep-alive connections drained the budget of hedged requests only.
 func TestHedgeLostConnectionRetryRefunded(t *testing.T) {
-	srv := newRawServer(t, func(n int64) reply {
+	srv := testkit.NewRawServer(t, func(n int64) testkit.Reply {
 		if n == 1 {
-			return replyReset
+			return testkit.ReplyReset
 		}
-		return replyWith(http.StatusOK, []byte("ok"))
+		return testkit.ReplyWith(http.StatusOK, []byte("ok"))
 	})
 	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2, Ratio: 0.001, NoParking: true})
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	tr := newTransport(t, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(budget),
+	tr := testkit.NewTransport(t, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(budget),
 		retryhttp.WithHedging(time.Hour, 1))
-	req, err := http.NewRequest(http.MethodGet, srv.url(), nil)
+	req, err := http.NewRequest(http.MethodGet, srv.URL(), nil)
 	require.NoError(t, err)
 
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 
-	assert.EqualValues(t, 2, srv.requests.Load(), "the reset, then the retry")
-	assert.InDelta(t, 2, retryhttp.BudgetTokens(budget, srv.url()), 1e-9, "the retry's token given back")
+	assert.EqualValues(t, 2, srv.Requests.Load(), "the reset, then the retry")
+	assert.InDelta(t, 2, budgetTokens(budget, srv.URL()), 1e-9, "the retry's token given back")
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -52,7 +53,7 @@ func TestHedgeSlowFirstAttemptLoses(t *testing.T) {
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 
-	assert.Equal(t, "attempt 2", readAll(t, res), "the hedge answered")
+	assert.Equal(t, "attempt 2", testkit.ReadAll(t, res), "the hedge answered")
 	assert.GreaterOrEqual(t, elapsed, 20*time.Millisecond, "the hedge waited for its delay")
 	assert.Less(t, elapsed, 2*time.Second, "far sooner than the 10s slow attempt")
 	hs.waitCancelled(t, 1)
@@ -74,7 +75,7 @@ func TestHedgeRetryableFailureLaunchesNextAtOnce(t *testing.T) {
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 
-	assert.Equal(t, "attempt 2", readAll(t, res))
+	assert.Equal(t, "attempt 2", testkit.ReadAll(t, res))
 	assert.Less(t, elapsed, 2*time.Second, "no wait for the 5s hedge delay")
 	assert.EqualValues(t, 2, hs.hits.Load())
 }
@@ -163,7 +164,7 @@ func TestHedgeOnlyRequestsGuessedIdempotent(t *testing.T) {
 			res, err := c.Do(req)
 			require.NoError(t, err)
 
-			assert.Equal(t, fmt.Sprintf("attempt %d", tt.wantHits), readAll(t, res))
+			assert.Equal(t, fmt.Sprintf("attempt %d", tt.wantHits), testkit.ReadAll(t, res))
 			assert.EqualValues(t, tt.wantHits, hs.hits.Load())
 		})
 	}
@@ -211,7 +212,7 @@ func TestHedgeBodyReplayedPerAttempt(t *testing.T) {
 			res, err := c.Do(req)
 			require.NoError(t, err)
 
-			assert.Equal(t, "attempt 3", readAll(t, res))
+			assert.Equal(t, "attempt 3", testkit.ReadAll(t, res))
 			hs.waitCancelled(t, 1, 2)
 			mu.Lock()
 			defer mu.Unlock()
@@ -234,7 +235,7 @@ func TestHedgeUnreplayableBodyNotHedged(t *testing.T) {
 	res, err := c.Do(req)
 	require.NoError(t, err)
 
-	assert.Equal(t, string(body), readAll(t, res), "streamed once, intact")
+	assert.Equal(t, string(body), testkit.ReadAll(t, res), "streamed once, intact")
 	assert.EqualValues(t, 1, hs.hits.Load())
 }
 
@@ -323,7 +324,7 @@ func TestHedgeAllAttemptsFail(t *testing.T) {
 		require.NoError(t, err)
 
 		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-		assert.Equal(t, "busy 3", readAll(t, res))
+		assert.Equal(t, "busy 3", testkit.ReadAll(t, res))
 		assert.EqualValues(t, 3, hs.hits.Load())
 	})
 	t.Run("attempt timeouts: last error marked exhausted", func(t *testing.T) {
@@ -376,7 +377,7 @@ func TestHedgeBudgetRefusesExtraAttempts(t *testing.T) {
 				tt.answer(w)
 			})
 			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, NoParking: true})
-			require.True(t, retryhttp.BudgetWithdraw(b, hs.URL), "the host's only token, spent")
+			require.True(t, budgetWithdraw(b, hs.URL), "the host's only token, spent")
 			var stops []retryhttp.StopReason
 			c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 2), retryhttp.WithRetryBudget(b),
 				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
@@ -387,7 +388,7 @@ func TestHedgeBudgetRefusesExtraAttempts(t *testing.T) {
 
 			res, err := c.Get(hs.URL)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
 			assert.Equal(t, tt.wantStatus, res.StatusCode)
 			assert.EqualValues(t, 1, hs.hits.Load(), "no other attempt")
@@ -450,7 +451,7 @@ func TestHedgeSettings(t *testing.T) {
 			res, err := c.Do(req)
 			require.NoError(t, err)
 
-			assert.Equal(t, "attempt "+strconv.Itoa(tt.wantHits), readAll(t, res))
+			assert.Equal(t, "attempt "+strconv.Itoa(tt.wantHits), testkit.ReadAll(t, res))
 			assert.EqualValues(t, tt.wantHits, hs.hits.Load())
 		})
 	}
@@ -474,7 +475,7 @@ func TestHedgeConcurrentRequests(t *testing.T) {
 	})
 	// Every request is hedged here, far more than a retry budget allows
 	// (TestHedgeSpendsRetryBudget covers that): no budget.
-	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), unlimitedBudget)
+	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), testkit.UnlimitedBudget)
 
 	const goroutines, perGoroutine = 32, 4
 	var wg sync.WaitGroup
@@ -583,7 +584,7 @@ func TestHedgeSpendsRetryBudget(t *testing.T) {
 		req.Header.Set("X-Id", fmt.Sprint(i))
 		res, err := c.Do(req)
 		require.NoError(t, err)
-		got = append(got, readAll(t, res))
+		got = append(got, testkit.ReadAll(t, res))
 	}
 	assert.Equal(t, []string{"hedge", "hedge", "first"}, got)
 	mu.Lock()
@@ -622,7 +623,7 @@ func TestHedgeDecisionReportsCallerRequestAndInFlight(t *testing.T) {
 
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, hedges, 1)
@@ -635,13 +636,13 @@ func TestHedgeTakesASlot(t *testing.T) {
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
 	c, _ := newHedgeClient(t, retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithRetryBudget(b))
 	BudgetSpend(b, hs.URL) // no token left: the hedge needs a slot
-	window, _, _ := retryhttp.BudgetPacing(b, hs.URL)
+	window, _, _ := budgetPacing(b, hs.URL)
 
 	res, err := c.Get(hs.URL)
 	require.NoError(t, err)
-	assert.Equal(t, "attempt 2", readAll(t, res), "the hedge, sent with a slot, won")
-	after, inFlight, _ := retryhttp.BudgetPacing(b, hs.URL)
+	assert.Equal(t, "attempt 2", testkit.ReadAll(t, res), "the hedge, sent with a slot, won")
+	after, inFlight, _ := budgetPacing(b, hs.URL)
 	assert.Zero(t, inFlight, "its slot given back")
 	assert.GreaterOrEqual(t, after, window, "settled like a retry: a success does not shrink the window")
-	assert.Less(t, retryhttp.BudgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
+	assert.Less(t, budgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
 }

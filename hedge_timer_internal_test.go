@@ -38,9 +38,9 @@ func TestHedgedAttemptTimedOnRealClocks(t *testing.T) {
 	time.Sleep(400 * time.Millisecond) // more than MaxWait: without a success since, the host is dead
 
 	hedgedGET(t, tr, srv.URL)
-	assert.InDelta(t, 1.1, BudgetTokens(b, srv.URL), 1e-9, "the hedged attempt's success is settled")
-	BudgetOutage(b, srv.URL)
-	assert.True(t, BudgetParks(b, srv.URL),
+	assert.InDelta(t, 1.1, HostOf(b, mustRequest(srv.URL)).Tokens, 1e-9, "the hedged attempt's success is settled")
+	outage(b, srv.URL)
+	assert.True(t, parks(b, srv.URL),
 		"its end is recorded on the budget's clock as the latest success: not dead")
 }
 
@@ -64,11 +64,11 @@ func TestHedgedAttemptTimedOnTheTransportClock(t *testing.T) {
 	clock.Advance(2 * time.Millisecond) // more than MaxWait
 	// A step of the host's pacing: a hedge that finds no token asks for a
 	// slot.
-	for BudgetWithdraw(b, srv.URL) {
+	for WithdrawFor(b, mustRequest(srv.URL)) {
 	}
 	l, _ := b.takeNow(mustRequest(srv.URL))
 	l.End(outNeutral, 0, 0)
-	window, _, _ := BudgetPacing(b, srv.URL)
+	window := float64(HostOf(b, mustRequest(srv.URL)).Window)
 	// 2 × (1 / 750-800ms) × 60s
 	assert.GreaterOrEqual(t, window, 150.0, "one first attempt of a minute, on the Transport's clock")
 	assert.LessOrEqual(t, window, 160.0)

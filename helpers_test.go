@@ -1,143 +1,154 @@
 package retryhttp_test
 
 import (
-	"io"
+	"context"
+	"fmt"
 	"net/http"
-	"sync"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
-	"github.com/seed2409de8f/retryhttp/retryhttptest"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
+	"github.com/stretchr/testify/require"
 )
-
-// noDelay is an option that makes every retry immediate.
-var noDelay = retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
-
-// unlimitedBudget turns the retry budget off, for tests that retry a large
-// share of their requests on purpose to prove something else (connection
-// reuse, concurrency); budget_test.go proves the budget.
-var unlimitedBudget = retryhttp.WithRetryBudget(nil)
-
-// ownBudget gives a transport a budget of its own, with the defaults, in
-// place of the process's shared one: tests that count retries must not
-// inherit the state of an earlier test's server on the same port. A later
-// WithRetryBudget replaces it.
-func ownBudget() retryhttp.Option {
-	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{}))
-}
-
-// onFakeTime gives a transport a budget of its own, with the defaults, and
-// both a clock that jumps to the end of every wait started on it
-// (retryhttptest.NewClock): the waits between attempts and the polls and
-// bounds of parked retries (MaxWait, 2s by default) then pass in
-// microseconds, in the order they would in real time. For tests of a
-// sequence of requests whose parked retries run out their bounds; the
-// attempts themselves run in real time. A later WithRetryBudget replaces
-// the budget, which then runs on the real clock.
-func onFakeTime() retryhttp.Option {
-	c := retryhttptest.NewClock(time.Now())
-	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Clock: c})
-	return func(t *retryhttp.Transport) {
-		retryhttp.WithClock(c)(t)
-		retryhttp.WithRetryBudget(b)(t)
-	}
-}
-
-// fakeWaits puts tr on a fake clock that jumps to the end of every wait
-// (retryhttptest.NewClock), started at the real time, and returns it: its
-// Sleeps are the waits tr chose.
-func fakeWaits(tr *retryhttp.Transport) *retryhttptest.Clock {
-	c := retryhttptest.NewClock(time.Now())
-	retryhttp.WithClock(c)(tr)
-	return c
-}
-
-// onWait is a clock that calls fn as each wait starts on it, before the
-// wait goes on on the clock it wraps.
-type onWait struct {
-	retryhttp.Clock
-	fn func()
-}
-
-func (c onWait) NewTimer(d time.Duration) (<-chan time.Time, retryhttp.Timer) {
-	c.fn()
-	return c.Clock.NewTimer(d)
-}
-
-// noParking is a budget of its own with parking off: the token bucket
-// alone, for tests of its arithmetic.
-func noParking(opts retryhttp.RetryBudgetOptions) retryhttp.Option {
-	opts.NoParking = true
-	return retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(opts))
-}
-
-// newTransport returns a Transport whose idle connections are closed when the
-// test ends, so that goleak finds no connection goroutines.
-func newTransport(t *testing.T, options ...retryhttp.Option) *retryhttp.Transport {
-	t.Helper()
-	tr := retryhttp.New(append([]retryhttp.Option{ownBudget()}, options...)...)
-	t.Cleanup(tr.CloseIdleConnections)
-	return tr
-}
-
-// readAll reads and closes a response body.
-func readAll(t *testing.T, res *http.Response) string {
-	t.Helper()
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatalf("reading body: %v", err)
-	}
-	return string(b)
-}
-
-// closeBody is a body that records whether it was closed. Its type hides the
-// reader inside, so http.NewRequest sets no GetBody for it.
-type closeBody struct {
-	io.Reader
-	closed atomic.Bool
-}
-
-func (b *closeBody) Close() error {
-	b.closed.Store(true)
-	return nil
-}
-
-// attemptRecorder records the Attempt.Count values a DelayFn or ShouldRetryFn
-// is called with.
-type attemptRecorder struct {
-	mu     sync.Mutex
-	counts []int
-}
-
-func (r *attemptRecorder) record(a retryhttp.Attempt) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.counts = append(r.counts, a.Count)
-}
-
-func (r *attemptRecorder) get() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]int(nil), r.counts...)
-}
-
-// payload returns n bytes of a fixed, non-repeating-looking pattern.
-func payload(n int) []byte {
-	b := make([]byte, n)
-	x := uint32(2463534242)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
 
 // roundTripFunc is a fake base transport, for pure unit tests only.
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// slowHandler is how long a slow attempt holds its answer unless cancelled:
+// far longer than any test may take.
+const slowHandler = 10 * time.Second
+
+// hedgeServer numbers the attempts it receives (1 for the first to arrive),
+// hands each to handle, and records which attempts saw their request
+// cancelled.
+type hedgeServer struct {
+	*httptest.Server
+	hits      atomic.Int32
+	arrived   chan int // attempt numbers, as they arrive
+	cancelled chan int // attempt numbers whose request context ended
+}
+
+func newHedgeServer(t *testing.T, handle func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request)) *hedgeServer {
+	t.Helper()
+	hs := &hedgeServer{arrived: make(chan int, 1024), cancelled: make(chan int, 1024)}
+	hs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(hs.hits.Add(1))
+		hs.arrived <- n
+		handle(hs, n, w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// hold blocks attempt n until its request is cancelled (recorded) or d
+// passes, and reports whether it was cancelled.
+func (hs *hedgeServer) hold(n int, r *http.Request, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-r.Context().Done():
+		hs.cancelled <- n
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// waitCancelled waits until the server has seen the cancellation of exactly
+// the attempts want.
+func (hs *hedgeServer) waitCancelled(t *testing.T, want ...int) {
+	t.Helper()
+	var got []int
+	timeout := time.After(2 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case n := <-hs.cancelled:
+			got = append(got, n)
+		case <-timeout:
+			require.Failf(t, "cancellations not seen", "got %v, want %v (%d attempts arrived)", got, want, hs.hits.Load())
+		}
+	}
+	slices.Sort(got)
+	require.Equal(t, want, got)
+}
+
+// slowFirst holds the first attempt and answers the others with their number.
+func slowFirst(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
+	if n == 1 && hs.hold(n, r, slowHandler) {
+		return
+	}
+	fmt.Fprintf(w, "attempt %d", n)
+}
+
+// alwaysSlow holds every attempt.
+func alwaysSlow(hs *hedgeServer, n int, _ http.ResponseWriter, r *http.Request) {
+	hs.hold(n, r, slowHandler)
+}
+
+// TestMain fails the run if any test leaves a goroutine behind
+// (testkit.Main).
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// The budget of a host, through the seams WithdrawFor, DepositFor and
+// HostOf (export_test.go), by URL.
+
+func mustRequest(rawURL string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		panic(err)
+	}
+	return req
+}
+
+// budgetWithdraw takes a retry token for rawURL's host.
+func budgetWithdraw(b *retryhttp.RetryBudget, rawURL string) bool {
+	return retryhttp.WithdrawFor(b, mustRequest(rawURL))
+}
+
+// budgetDeposit credits rawURL's host as an attempt answered with status
+// would.
+func budgetDeposit(b *retryhttp.RetryBudget, rawURL string, status int) {
+	retryhttp.DepositFor(b, mustRequest(rawURL), &http.Response{StatusCode: status, Header: http.Header{}})
+}
+
+// budgetOutage puts rawURL's host in an outage: its latest
+// testkit.OutageStreak attempts failed, so retries without a token park
+// there.
+func budgetOutage(b *retryhttp.RetryBudget, rawURL string) {
+	for range testkit.OutageStreak {
+		retryhttp.DepositFor(b, mustRequest(rawURL), nil)
+	}
+}
+
+// budgetTokens returns the tokens left for rawURL's host.
+func budgetTokens(b *retryhttp.RetryBudget, rawURL string) float64 {
+	return retryhttp.HostOf(b, mustRequest(rawURL)).Tokens
+}
+
+// budgetPacing returns the window of rawURL's host, its slots held and the
+// retries parked on it.
+func budgetPacing(b *retryhttp.RetryBudget, rawURL string) (window float64, inFlight, parked int) {
+	h := retryhttp.HostOf(b, mustRequest(rawURL))
+	return float64(h.Window), h.InFlight, h.Parked
+}
+
+// budgetHosts returns the number of hosts whose buckets b keeps.
+func budgetHosts(b *retryhttp.RetryBudget) int {
+	n := 0
+	for range b.Hosts() {
+		n++
+	}
+	return n
+}
+
+// settings resolves the settings of t for a request carrying ctx.
+func settings(t *retryhttp.Transport, ctx context.Context) retryhttp.ResolvedSettings {
+	return retryhttp.SettingsFor(t, (&http.Request{URL: &url.URL{}}).WithContext(ctx))
+}

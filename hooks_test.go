@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,8 +100,8 @@ func newObserved(t *testing.T, opts ...retryhttp.Option) *observed {
 	t.Helper()
 	o := &observed{ev: &events{}, logs: &recordingHandler{}}
 	opts = append(append(opts, o.ev.options()...), retryhttp.WithLogger(slog.New(o.logs)))
-	o.tr = newTransport(t, opts...)
-	fakeWaits(o.tr)
+	o.tr = testkit.NewTransport(t, opts...)
+	testkit.FakeWaits(o.tr)
 	return o
 }
 
@@ -130,7 +132,7 @@ func newGet(t *testing.T, ctx context.Context, url string) *http.Request {
 func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 	tests := []struct {
 		name       string
-		give       handlerFn
+		give       testkit.HandlerFn
 		opts       []retryhttp.Option
 		ctxTimeout time.Duration // 0: none
 		wantStatus int
@@ -139,19 +141,19 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 	}{
 		{
 			name:       "success",
-			give:       always(200),
+			give:       testkit.Always(200),
 			wantStatus: 200,
 			wantEvents: []string{"attempt 1: 200", "stop after 1: success"},
 		},
 		{
 			name:       "not retryable",
-			give:       always(500),
+			give:       testkit.Always(500),
 			wantStatus: 500,
 			wantEvents: []string{"attempt 1: 500", "stop after 1: not retryable"},
 		},
 		{
 			name:       "retried then success",
-			give:       statusThen(503, 2),
+			give:       testkit.StatusThen(503, 2),
 			opts:       []retryhttp.Option{delays},
 			wantStatus: 200,
 			wantEvents: []string{
@@ -165,7 +167,7 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 		},
 		{
 			name:       "retries exhausted",
-			give:       always(503),
+			give:       testkit.Always(503),
 			opts:       []retryhttp.Option{delays, retryhttp.WithMaxRetries(2)},
 			wantStatus: 503,
 			wantEvents: []string{
@@ -182,7 +184,7 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 		},
 		{
 			name: "budget refused",
-			give: always(503),
+			give: testkit.Always(503),
 			opts: []retryhttp.Option{delays,
 				retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, NoParking: true}))},
 			wantStatus: 503,
@@ -196,7 +198,7 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 		},
 		{
 			name:       "delay too long",
-			give:       always(503),
+			give:       testkit.Always(503),
 			opts:       []retryhttp.Option{retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 2 * time.Minute })},
 			wantStatus: 503,
 			wantEvents: []string{"attempt 1: 503", "stop after 1: delay too long"},
@@ -206,7 +208,7 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 		},
 		{
 			name:       "deadline too close",
-			give:       always(503),
+			give:       testkit.Always(503),
 			opts:       []retryhttp.Option{retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 30 * time.Second })},
 			ctxTimeout: 10 * time.Second,
 			wantStatus: 503,
@@ -218,7 +220,7 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, tt.give)
+			srv := testkit.NewCountingServer(t, tt.give)
 			o := newObserved(t, tt.opts...)
 			ctx, cancel := context.Background(), context.CancelFunc(func() {})
 			if tt.ctxTimeout > 0 {
@@ -240,8 +242,8 @@ func TestHooksAndLogsOnEachOutcome(t *testing.T) {
 }
 
 func TestHooksStopCarriesWhatRoundTripReturns(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	o := newObserved(t, noDelay, retryhttp.WithMaxRetries(1))
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	o := newObserved(t, testkit.NoDelay, retryhttp.WithMaxRetries(1))
 	req := newGet(t, context.Background(), srv.URL)
 
 	res, err := o.tr.RoundTrip(req)
@@ -260,7 +262,7 @@ func TestHooksStopCarriesWhatRoundTripReturns(t *testing.T) {
 }
 
 func TestHooksDeadBackendExhaustsWithError(t *testing.T) {
-	url := deadURL(t)
+	url := testkit.DeadURL(t)
 	o := newObserved(t, delays, retryhttp.WithMaxRetries(1))
 
 	_, err := o.send(newGet(t, context.Background(), url))
@@ -281,13 +283,13 @@ func TestHooksDeadBackendExhaustsWithError(t *testing.T) {
 }
 
 func TestHooksCanceledDuringWait(t *testing.T) {
-	srv := newCountingServer(t, always(503))
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
 	o := newObserved(t, delays)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The caller gives up while the transport waits, on a clock that
 	// never moves.
-	retryhttp.WithClock(onWait{retryhttptest.NewManualClock(time.Now()), cancel})(o.tr)
+	retryhttp.WithClock(testkit.OnWait{Clock: retryhttptest.NewManualClock(time.Now()), Fn: cancel})(o.tr)
 
 	_, err := o.send(newGet(t, ctx, srv.URL))
 	require.ErrorIs(t, err, context.Canceled)
@@ -306,7 +308,7 @@ func (failingBody) Read([]byte) (int, error) { return 0, errors.New("disk on fir
 func (failingBody) Close() error             { return nil }
 
 func TestHooksBodyErrorStopsAfterItsAttempt(t *testing.T) {
-	srv := newCountingServer(t, always(200))
+	srv := testkit.NewCountingServer(t, testkit.Always(200))
 	o := newObserved(t)
 	req, err := http.NewRequest(http.MethodPut, srv.URL, failingBody{})
 	require.NoError(t, err)
@@ -321,7 +323,7 @@ func TestHooksBodyErrorStopsAfterItsAttempt(t *testing.T) {
 }
 
 func TestHooksCircuitOpen(t *testing.T) {
-	srv := newCountingServer(t, always(503))
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
 	var changes transitions
 	o := newObserved(t, retryhttp.WithMaxRetries(0),
 		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: changes.record}), // before the breaker: order does not matter
@@ -338,7 +340,7 @@ func TestHooksCircuitOpen(t *testing.T) {
 		"attempt 1: 503", "stop after 1: not retryable",
 		"stop after 0: circuit open",
 	}, o.ev.lines())
-	assert.EqualValues(t, 1, srv.attempts.Load())
+	assert.EqualValues(t, 1, srv.Attempts.Load())
 
 	logs := o.logs.all()
 	require.Len(t, logs, 1)
@@ -349,7 +351,7 @@ func TestHooksCircuitOpen(t *testing.T) {
 }
 
 func TestHooksCircuitStateChangeAfterSettingsCallback(t *testing.T) {
-	srv := newCountingServer(t, always(503))
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
 	var order []string
 	var mu sync.Mutex
 	note := func(who string) func(string, retryhttp.CircuitState, retryhttp.CircuitState) {
@@ -359,7 +361,7 @@ func TestHooksCircuitStateChangeAfterSettingsCallback(t *testing.T) {
 			order = append(order, who+" "+host+" "+from.String()+"→"+to.String())
 		}
 	}
-	tr := newTransport(t, retryhttp.WithMaxRetries(0),
+	tr := testkit.NewTransport(t, retryhttp.WithMaxRetries(0),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour, OnStateChange: note("settings"),
 		}),
@@ -369,7 +371,7 @@ func TestHooksCircuitStateChangeAfterSettingsCallback(t *testing.T) {
 
 	_, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
-	host := retryhttp.HostKey(srv.URL)
+	host := hostmap.KeyOf(mustRequest(srv.URL)).String()
 	assert.Equal(t, []string{
 		"settings " + host + " closed→open", "hook1 " + host + " closed→open", "hook2 " + host + " closed→open",
 	}, order)
@@ -382,7 +384,7 @@ func TestHooksHedgedRequest(t *testing.T) {
 
 	res, err := tr.RoundTrip(newGet(t, context.Background(), hs.URL))
 	require.NoError(t, err)
-	assert.Equal(t, "attempt 2", readAll(t, res)) // closing waits for the loser
+	assert.Equal(t, "attempt 2", testkit.ReadAll(t, res)) // closing waits for the loser
 
 	got := ev.lines()
 	require.Len(t, got, 4)
@@ -405,7 +407,7 @@ func TestHooksHedgedFailureReplacedAtOnce(t *testing.T) {
 
 	res, err := tr.RoundTrip(newGet(t, context.Background(), hs.URL))
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	assert.Equal(t, []string{
 		"hedged attempt 1: 503", "retry 1 (status) in 0s", "hedged attempt 2: 200", "stop after 2: success",
 	}, ev.lines())
@@ -415,9 +417,9 @@ func TestHooksHedgedFailureReplacedAtOnce(t *testing.T) {
 // installed before, and that hooks of one kind run in the order of the
 // options, whatever the other kinds in the same Hooks.
 func TestHooksCalledInOptionOrder(t *testing.T) {
-	srv := newCountingServer(t, always(200))
+	srv := testkit.NewCountingServer(t, testkit.Always(200))
 	var got []string
-	tr := newTransport(t,
+	tr := testkit.NewTransport(t,
 		retryhttp.WithHooks(retryhttp.Hooks{
 			OnAttempt:       func(retryhttp.AttemptInfo) { got = append(got, "a1") },
 			OnRetryDecision: func(retryhttp.Decision) { got = append(got, "d1") },

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +54,7 @@ func TestInjectedKeyOncePerRequestWatched(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var keys []string
-			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				keys = append(keys, r.Header.Get("Idempotency-Key"))
 				mu.Unlock()
@@ -84,7 +85,7 @@ func TestInjectedKeyOncePerRequestWatched(t *testing.T) {
 				require.NoError(t, err)
 				res, err := tr.RoundTrip(req)
 				require.NoError(t, err)
-				assert.Equal(t, "ok", readAll(t, res))
+				assert.Equal(t, "ok", testkit.ReadAll(t, res))
 				assert.Empty(t, req.Header, "the caller's header is not touched")
 				assert.Same(t, ctx, req.Context(), "the caller's request keeps its context")
 			}
@@ -112,7 +113,7 @@ func TestCallerKeyUntouchedWatchedBase(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
 			var seen []http.Header
-			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				seen = append(seen, r.Header.Clone())
 				mu.Unlock()
@@ -133,7 +134,7 @@ func TestCallerKeyUntouchedWatchedBase(t *testing.T) {
 			before := req.Header.Clone()
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			assert.Equal(t, "ok", readAll(t, res))
+			assert.Equal(t, "ok", testkit.ReadAll(t, res))
 			assert.Equal(t, before, req.Header, "the caller's header map is unchanged")
 			mu.Lock()
 			defer mu.Unlock()
@@ -150,51 +151,10 @@ func TestCallerKeyUntouchedWatchedBase(t *testing.T) {
 	}
 }
 
-// TestWriteWatchStillStopsRetry: a POST whose headers were written to a
-// loopback server that then reset the connection, and that a base below
-// the transport replayed into a dial error, is not retried, with keys on
-// (the copy holds the watch), off (the watch holds the copy), and with a
-// ClientTrace of the caller's (composed with the watch's), which still runs.
-func TestWriteWatchStillStopsRetry(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		keys  bool
-		trace bool
-	}{
-		{"keys on", true, false},
-		{"keys off", false, false},
-		{"keys on, caller trace", true, true},
-		{"keys off, caller trace", false, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := newRawServer(t, func(n int64) reply { return replyReset })
-			real := &http.Transport{DisableKeepAlives: true}
-			t.Cleanup(real.CloseIdleConnections)
-			tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
-				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: !tc.keys}))
-			fakeWaits(tr)
-			req := neverTwiceRequest(t, http.MethodPost, srv.url(), "charge", nil)
-			var wrote atomic.Int64
-			if tc.trace {
-				req = req.WithContext(httptrace.WithClientTrace(context.Background(),
-					&httptrace.ClientTrace{WroteHeaders: func() { wrote.Add(1) }}))
-			}
-			res, err := tr.RoundTrip(req)
-			require.Error(t, err)
-			assert.Nil(t, res)
-			assert.Contains(t, err.Error(), "resent by a lower layer", "the dial error is marked as following a write")
-			assert.Equal(t, int64(1), srv.requests.Load(), "the POST was written once and is not retried")
-			if tc.trace {
-				assert.Equal(t, int64(1), wrote.Load(), "the caller's trace still runs")
-			}
-		})
-	}
-}
-
 // TestWatchedContextIsTheCallers: the context of a watched attempt ends
 // when the caller's does, with the caller's error, and has its deadline.
 func TestWatchedContextIsTheCallers(t *testing.T) {
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	})
 	real := &http.Transport{}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,18 +27,18 @@ func TestOuterRetryNotRetriedAgain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, always(http.StatusServiceUnavailable))
-			tr := newTransport(t, noDelay)
-			req := httptestRequest(t, http.MethodGet, srv.URL, nil)
+			srv := testkit.NewCountingServer(t, testkit.Always(http.StatusServiceUnavailable))
+			tr := testkit.NewTransport(t, testkit.NoDelay)
+			req := testkit.NewRequest(t, http.MethodGet, srv.URL, nil)
 			if tt.give != "" {
 				req.Header.Set("amz-sdk-request", tt.give)
 			}
 
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
 	}
 }
@@ -48,20 +49,20 @@ func TestOuterInvocationIDIsTheInjectedKey(t *testing.T) {
 	const id = "0d7e1a4c-3b0f-4c53-9d0e-8f1b2a3c4d5e"
 	var mu sync.Mutex
 	var keys []string
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		keys = append(keys, r.Header.Get("Idempotency-Key"))
 		mu.Unlock()
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	tr := newTransport(t, noDelay)
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	for attempt := range 3 {
-		req := httptestRequest(t, http.MethodPost, srv.URL, strings.NewReader("payload"))
+		req := testkit.NewRequest(t, http.MethodPost, srv.URL, strings.NewReader("payload"))
 		req.Header.Set("amz-sdk-invocation-id", id)
 		req.Header.Set("amz-sdk-request", "attempt="+string(rune('1'+attempt))+"; max=3")
 		res, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readAll(t, res)
+		testkit.ReadAll(t, res)
 	}
 
 	mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,17 +34,17 @@ func (b clientBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // redirects and of proxies quote URLs in forms of their own; none of their
 // userinfo, query or fragment reaches a log record.
 func TestLogsRedactErrorsOfNestedClients(t *testing.T) {
-	redirects := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	redirects := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/next?token=r3d1r3ct#frag", http.StatusFound)
 	})
-	proxy, err := url.Parse("http://proxyuser:pr0xypass@" + strings.TrimPrefix(deadURL(t), "http://") + "/?ptoken=pr0xy")
+	proxy, err := url.Parse("http://proxyuser:pr0xypass@" + strings.TrimPrefix(testkit.DeadURL(t), "http://") + "/?ptoken=pr0xy")
 	require.NoError(t, err)
 	tests := []struct {
 		name string
 		base http.RoundTripper
 		url  string
 	}{
-		{"nested client, refused", clientBase{&http.Client{}}, strings.Replace(deadURL(t), "http://", "http://alice:pa55w0rd@", 1) + "/p?token=s3cr3t#frag"},
+		{"nested client, refused", clientBase{&http.Client{}}, strings.Replace(testkit.DeadURL(t), "http://", "http://alice:pa55w0rd@", 1) + "/p?token=s3cr3t#frag"},
 		{"nested client, redirects", clientBase{&http.Client{}}, strings.Replace(redirects.URL, "http://", "http://alice:pa55w0rd@", 1) + "/p?token=s3cr3t#frag"},
 		{"nested client through a proxy", clientBase{&http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}},
 			"http://alice:pa55w0rd@example.test/p?token=s3cr3t#frag"},
@@ -51,7 +52,7 @@ func TestLogsRedactErrorsOfNestedClients(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
-			tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1), retryhttp.WithTransport(tt.base),
+			tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithMaxRetries(1), retryhttp.WithTransport(tt.base),
 				retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool { return a.Err != nil }),
 				retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
 			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, tt.url, nil)
@@ -128,8 +129,8 @@ func giveUpLog(url string, attempts, maxAttempts int, status, reason string) log
 }
 
 func TestLogsNeverCarrySecrets(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	dead := deadURL(t)
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	dead := testkit.DeadURL(t)
 	tests := []struct {
 		name string
 		give string
@@ -142,7 +143,7 @@ func TestLogsNeverCarrySecrets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
 			logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1), retryhttp.WithLogger(logger))
+			tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithMaxRetries(1), retryhttp.WithLogger(logger))
 			c := &http.Client{Transport: tr}
 
 			res, err := c.Get(tt.give)
@@ -169,7 +170,7 @@ func (leakyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func TestLogsRedactURLsQuotedInErrors(t *testing.T) {
 	var out strings.Builder
-	tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1), retryhttp.WithTransport(leakyTransport{}),
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithMaxRetries(1), retryhttp.WithTransport(leakyTransport{}),
 		retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
 
 	_, err := tr.RoundTrip(newGet(t, context.Background(), "http://u:pa55w0rd@example.test/p?token=s3cr3t"))
@@ -182,15 +183,15 @@ func TestLogsRedactURLsQuotedInErrors(t *testing.T) {
 }
 
 func TestLoggerSilentByDefaultAndBelowItsLevel(t *testing.T) {
-	srv := newCountingServer(t, statusThen(503, 1))
+	srv := testkit.NewCountingServer(t, testkit.StatusThen(503, 1))
 	var out strings.Builder
-	tr := newTransport(t, noDelay, retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	status, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
 	assert.Equal(t, 200, status)
 	assert.Empty(t, out.String(), "a retry is logged at Info")
 
-	tr = newTransport(t, noDelay, retryhttp.WithLogger(nil), retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: nil}), retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: nil}))
+	tr = testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithLogger(nil), retryhttp.WithHooks(retryhttp.Hooks{OnAttempt: nil}), retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: nil}))
 	status, err = (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
 	assert.Equal(t, 200, status)
@@ -205,9 +206,9 @@ func TestLogRoundsDelays(t *testing.T) {
 		{512345 * time.Nanosecond, "delay=512µs"},
 		{0, "delay=0s"},
 	} {
-		srv := newCountingServer(t, statusThen(503, 1))
+		srv := testkit.NewCountingServer(t, testkit.StatusThen(503, 1))
 		var out strings.Builder
-		tr := newTransport(t,
+		tr := testkit.NewTransport(t,
 			retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return tt.delay }),
 			retryhttp.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
 		status, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))

@@ -49,7 +49,7 @@ type view struct {
 }
 
 func resolve(tr *retryhttp.Transport, ctx context.Context) view {
-	s := retryhttp.Settings(tr, ctx)
+	s := settings(tr, ctx)
 	return view{
 		MaxRetries:           s.MaxRetries,
 		ShouldRetry:          funcName(s.ShouldRetry),
@@ -274,8 +274,8 @@ func TestContextOverridesDoNotChangeParent(t *testing.T) {
 // to the request, not to one transport.
 func TestContextOverridesSameForAllTransports(t *testing.T) {
 	ctx := retryhttp.SetMaxRetries(context.Background(), 9)
-	assert.Equal(t, 9, retryhttp.Settings(retryhttp.New(retryhttp.WithMaxRetries(1)), ctx).MaxRetries)
-	assert.Equal(t, 9, retryhttp.Settings(&retryhttp.Transport{}, ctx).MaxRetries)
+	assert.Equal(t, 9, settings(retryhttp.New(retryhttp.WithMaxRetries(1)), ctx).MaxRetries)
+	assert.Equal(t, 9, settings(&retryhttp.Transport{}, ctx).MaxRetries)
 }
 
 func TestWithTransport(t *testing.T) {

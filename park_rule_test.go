@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestBudgetRetriesThatPayAreFree(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				switch {
 				case r.URL.Path == "/ok": // the host's fastest answers
 				case retryhttp.AttemptFromRequest(r) == 1:
@@ -45,19 +46,19 @@ func TestBudgetRetriesThatPayAreFree(t *testing.T) {
 			})
 			// One token; a success deposits a hundredth.
 			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, Ratio: 0.01})
-			var ev parkEvents
-			c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+			var ev testkit.ParkEvents
+			c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option())
 			for range 20 {
-				require.Equal(t, http.StatusOK, get(t, c, srv.URL+"/ok"))
+				require.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/ok"))
 			}
 			ok := 0
 			for range 5 {
-				if get(t, c, srv.URL) == http.StatusOK {
+				if testkit.Get(t, c, srv.URL) == http.StatusOK {
 					ok++
 				}
 			}
 			assert.Equal(t, tt.wantOK, ok)
-			assert.Zero(t, ev.count(retryhttp.ParkParked), "a host that answers is not in an outage: nothing parks")
+			assert.Zero(t, ev.Count(retryhttp.ParkParked), "a host that answers is not in an outage: nothing parks")
 		})
 	}
 }
@@ -66,32 +67,32 @@ func TestBudgetRetriesThatPayAreFree(t *testing.T) {
 // host that answers some requests, and parks once the host's latest
 // attempts all failed (OutageStreak of them in a row).
 func TestParkedOnlyInAnOutage(t *testing.T) {
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/ok" {
 			return
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: 200 * time.Millisecond})
-	var ev parkEvents
-	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
-	require.Equal(t, http.StatusOK, get(t, c, srv.URL+"/ok"))
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option())
+	require.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/ok"))
 
 	// The first attempt and the retry with the token fail: two in a row,
 	// not an outage. The next retry is refused at once.
 	start := time.Now()
-	assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
+	assert.Equal(t, http.StatusServiceUnavailable, testkit.Get(t, c, srv.URL))
 	assert.Less(t, time.Since(start), 100*time.Millisecond, "refused at once, not parked")
-	assert.Zero(t, ev.count(retryhttp.ParkParked))
+	assert.Zero(t, ev.Count(retryhttp.ParkParked))
 
 	// Failures in a row: an outage. A retry without a token parks, and
 	// gives up after MaxWait.
-	noRetry := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
-	for range retryhttp.OutageStreak {
-		get(t, noRetry, srv.URL)
+	noRetry := testkit.NewClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+	for range testkit.OutageStreak {
+		testkit.Get(t, noRetry, srv.URL)
 	}
-	assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
-	assert.Equal(t, 1, ev.count(retryhttp.ParkParked))
-	require.Len(t, ev.dropped, 1)
-	assert.Equal(t, retryhttp.StopBudgetRefused, ev.dropped[0].Reason)
+	assert.Equal(t, http.StatusServiceUnavailable, testkit.Get(t, c, srv.URL))
+	assert.Equal(t, 1, ev.Count(retryhttp.ParkParked))
+	require.Len(t, ev.Dropped, 1)
+	assert.Equal(t, retryhttp.StopBudgetRefused, ev.Dropped[0].Reason)
 }

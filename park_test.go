@@ -14,47 +14,16 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/inbound"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// parkEvents counts the ParkEvents of a transport, by kind, and keeps the
-// dropped ones.
-type parkEvents struct {
-	mu         sync.Mutex
-	kinds      map[retryhttp.ParkKind]int
-	dropped    []retryhttp.ParkEvent
-	maxParked  int
-	maxWaited  time.Duration
-	lastWindow int
-}
-
-func (p *parkEvents) option() retryhttp.Option {
-	p.kinds = map[retryhttp.ParkKind]int{}
-	return retryhttp.WithHooks(retryhttp.Hooks{OnPark: func(e retryhttp.ParkEvent) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.kinds[e.Kind]++
-		p.maxParked = max(p.maxParked, e.Parked)
-		p.maxWaited = max(p.maxWaited, e.Waited)
-		p.lastWindow = e.Window
-		if e.Kind == retryhttp.ParkDropped {
-			p.dropped = append(p.dropped, e)
-		}
-	}})
-}
-
-func (p *parkEvents) count(k retryhttp.ParkKind) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.kinds[k]
-}
 
 // waitParked waits until n retries are parked on url's host.
 func waitParked(t *testing.T, b *retryhttp.RetryBudget, url string, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, _, parked := retryhttp.BudgetPacing(b, url)
+		_, _, parked := budgetPacing(b, url)
 		return parked >= n
 	}, 30*time.Second, time.Millisecond)
 }
@@ -62,7 +31,7 @@ func waitParked(t *testing.T, b *retryhttp.RetryBudget, url string, n int) {
 func TestParkedRetriesSurviveABlip(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		if down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -70,13 +39,13 @@ func TestParkedRetriesSurviveABlip(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Minute})
-	var ev parkEvents
-	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option())
 
 	const n = 20
 	statuses := make(chan int, n)
 	for range n {
-		go func() { statuses <- get(t, c, srv.URL) }()
+		go func() { statuses <- testkit.Get(t, c, srv.URL) }()
 	}
 	// The one token goes to one retry, which fails; every other failed
 	// request parks. Then the host comes back.
@@ -88,40 +57,40 @@ func TestParkedRetriesSurviveABlip(t *testing.T) {
 	// Every request failed once during the outage and was retried once
 	// after it (the retry that took the token may have failed once more,
 	// and parked too).
-	assert.LessOrEqual(t, srv.attempts.Load(), int64(2*n+1))
-	assert.Equal(t, ev.count(retryhttp.ParkParked), ev.count(retryhttp.ParkReleased), "every parked retry released")
-	assert.GreaterOrEqual(t, ev.count(retryhttp.ParkParked), n-1)
-	assert.Zero(t, ev.count(retryhttp.ParkDropped))
-	_, inFlight, parked := retryhttp.BudgetPacing(b, srv.URL)
+	assert.LessOrEqual(t, srv.Attempts.Load(), int64(2*n+1))
+	assert.Equal(t, ev.Count(retryhttp.ParkParked), ev.Count(retryhttp.ParkReleased), "every parked retry released")
+	assert.GreaterOrEqual(t, ev.Count(retryhttp.ParkParked), n-1)
+	assert.Zero(t, ev.Count(retryhttp.ParkDropped))
+	_, inFlight, parked := budgetPacing(b, srv.URL)
 	assert.Zero(t, inFlight+parked, "every slot given back")
 }
 
 func TestParkedDeadHostAboutOneX(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxWait: 300 * time.Millisecond})
-	var ev parkEvents
-	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option())
 
 	const requests = 400
 	getMany(t, c, srv.URL, requests, 8)
 	// The first attempts, the bucket's ten retries, and at most a probe per
 	// probeQuiet while the host could still be waited for.
-	hits := srv.attempts.Load()
+	hits := srv.Attempts.Load()
 	t.Logf("dead host, %d GETs: %d attempts = %.3f×", requests, hits, float64(hits)/requests)
 	assert.GreaterOrEqual(t, hits, int64(requests+10))
 	assert.LessOrEqual(t, hits, int64(requests+10+2))
 	// Once the host has had no success for MaxWait, nothing parks: the
 	// late requests are refused at once.
-	before := ev.count(retryhttp.ParkParked)
+	before := ev.Count(retryhttp.ParkParked)
 	getMany(t, c, srv.URL, 50, 8)
-	assert.Equal(t, before, ev.count(retryhttp.ParkParked))
+	assert.Equal(t, before, ev.Count(retryhttp.ParkParked))
 }
 
 func TestParkedCancellationReturnsAtOnce(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Hour})
-	c := newClient(t, retryhttp.WithRetryBudget(b))
-	get(t, c, srv.URL) // spends the token
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b))
+	testkit.Get(t, c, srv.URL) // spends the token
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -141,7 +110,7 @@ func TestParkedCancellationReturnsAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cancelled parked retry still waits")
 	}
-	_, _, parked := retryhttp.BudgetPacing(b, srv.URL)
+	_, _, parked := budgetPacing(b, srv.URL)
 	assert.Zero(t, parked)
 }
 
@@ -165,7 +134,7 @@ func TestParkedWaitBounds(t *testing.T) {
 			// traffic, half of which succeed: the gate stays closed, and
 			// the host is not dead.
 			var n atomic.Int64
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/background" && n.Add(1)%2 == 0 {
 					_, _ = io.WriteString(w, "ok")
 					return
@@ -175,8 +144,8 @@ func TestParkedWaitBounds(t *testing.T) {
 			})
 			tt.opts.Capacity = 1
 			b := retryhttp.NewRetryBudget(tt.opts)
-			var ev parkEvents
-			c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithAttemptTimeout(tt.attempt), ev.option())
+			var ev testkit.ParkEvents
+			c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithAttemptTimeout(tt.attempt), ev.Option())
 			BudgetSpend(b, srv.URL)
 
 			ctx := context.Background()
@@ -200,40 +169,40 @@ func TestParkedWaitBounds(t *testing.T) {
 			// A host that never answered is in an outage: the retry parks.
 			// Then the host answers half of the background traffic: not
 			// dead, and the gate stays closed.
-			require.Eventually(t, func() bool { return ev.count(retryhttp.ParkParked) == 1 }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return ev.Count(retryhttp.ParkParked) == 1 }, 10*time.Second, time.Millisecond)
 			sustainTraffic(t, b, srv.URL+"/background")
 			r := <-done
 			res, err := r.res, r.err
 			elapsed := time.Since(start)
 			require.NoError(t, err, "the wait expired before the deadline: the last response, as it was")
 			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-			assert.Equal(t, "down", readAll(t, res))
+			assert.Equal(t, "down", testkit.ReadAll(t, res))
 			if tt.deadline > 0 {
 				assert.NoError(t, ctx.Err(), "returned before the deadline")
 			}
-			require.Len(t, ev.dropped, 1)
-			assert.Equal(t, retryhttp.StopBudgetRefused, ev.dropped[0].Reason)
+			require.Len(t, ev.Dropped, 1)
+			assert.Equal(t, retryhttp.StopBudgetRefused, ev.Dropped[0].Reason)
 			assert.GreaterOrEqual(t, elapsed, tt.atLeast)
 		})
 	}
 }
 
 func TestParkedPerHostLimit(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 3, MaxWait: 300 * time.Millisecond})
-	var ev parkEvents
-	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option())
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option())
 	getMany(t, c, srv.URL, 40, 10)
-	assert.LessOrEqual(t, ev.maxParked, 3)
-	assert.Positive(t, ev.count(retryhttp.ParkParked))
+	assert.LessOrEqual(t, ev.MaxParked, 3)
+	assert.Positive(t, ev.Count(retryhttp.ParkParked))
 }
 
 func TestParkedExpiredWaitMarksPushback(t *testing.T) {
-	dead := deadServer(t)
+	dead := testkit.DeadServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: 100 * time.Millisecond})
-	tr := newTransport(t, noDelay, retryhttp.WithRetryBudget(b))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithRetryBudget(b))
 	BudgetSpend(b, dead.URL)
-	front := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	front := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, dead.URL, nil)
 			res, err := tr.RoundTrip(req)
@@ -247,7 +216,7 @@ func TestParkedExpiredWaitMarksPushback(t *testing.T) {
 	})
 	res, err := http.Get(front.URL)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	assert.True(t, retryhttp.HasRetrySignal(res.Header), "an expired wait is a give-up")
 }
@@ -257,7 +226,7 @@ func TestParkedExpiredWaitMarksPushback(t *testing.T) {
 // judges by them: gateSample of them answered (url's host fails a fifth or
 // more of them, so the gate is then closed, and no probe is released).
 func sustainTraffic(t *testing.T, b *retryhttp.RetryBudget, url string) {
-	c := newClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	var answered atomic.Int32
@@ -287,15 +256,15 @@ const gateSample = 20
 
 // BudgetSpend empties the bucket of rawURL's host.
 func BudgetSpend(b *retryhttp.RetryBudget, rawURL string) {
-	for retryhttp.BudgetWithdraw(b, rawURL) {
+	for budgetWithdraw(b, rawURL) {
 	}
 }
 
 func TestParkedCircuitOpenFailsThemAtOnce(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 1, MaxWait: time.Hour})
-	var ev parkEvents
-	c := newClient(t, retryhttp.WithRetryBudget(b), ev.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 5, FailureRatio: 0.5,
 	}))
 	BudgetSpend(b, srv.URL)
@@ -308,28 +277,28 @@ func TestParkedCircuitOpenFailsThemAtOnce(t *testing.T) {
 	waitParked(t, b, srv.URL, 1)
 	// The queue is full: the others fail at once, and open the circuit.
 	for range 5 {
-		get(t, c, srv.URL)
+		testkit.Get(t, c, srv.URL)
 	}
 	select {
 	case res := <-parked:
 		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-		assert.Equal(t, "down", readAll(t, res))
+		assert.Equal(t, "down", testkit.ReadAll(t, res))
 	case <-time.After(10 * time.Second):
 		t.Fatal("an open circuit left a parked retry waiting")
 	}
-	require.Len(t, ev.dropped, 1)
-	assert.Equal(t, retryhttp.StopCircuitOpen, ev.dropped[0].Reason)
+	require.Len(t, ev.Dropped, 1)
+	assert.Equal(t, retryhttp.StopCircuitOpen, ev.Dropped[0].Reason)
 }
 
 // TestParkedCircuitOpenFailsThemInADestinationBudget: the same, with the
 // retry parked in a policy's own budget (a destination's), not the
 // transport's.
 func TestParkedCircuitOpenFailsThemInADestinationBudget(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	own := retryhttp.NewPolicy(retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(
 		retryhttp.RetryBudgetOptions{Capacity: 1, MaxParked: 1, MaxWait: time.Hour})))
-	var ev parkEvents
-	c := newClient(t, retryhttp.WithPolicyFunc(func(*http.Request) *retryhttp.Policy { return own }), ev.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, retryhttp.WithPolicyFunc(func(*http.Request) *retryhttp.Policy { return own }), ev.Option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		MinRequests: 5, FailureRatio: 0.5,
 	}))
 	parked := make(chan *http.Response, 1)
@@ -338,20 +307,20 @@ func TestParkedCircuitOpenFailsThemInADestinationBudget(t *testing.T) {
 		assert.NoError(t, err)
 		parked <- res
 	}()
-	require.Eventually(t, func() bool { return ev.count(retryhttp.ParkParked) == 1 }, 30*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return ev.Count(retryhttp.ParkParked) == 1 }, 30*time.Second, time.Millisecond)
 	// The queue is full: the others fail at once, and open the circuit.
 	for range 5 {
-		get(t, c, srv.URL)
+		testkit.Get(t, c, srv.URL)
 	}
 	select {
 	case res := <-parked:
 		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-		assert.Equal(t, "down", readAll(t, res))
+		assert.Equal(t, "down", testkit.ReadAll(t, res))
 	case <-time.After(10 * time.Second):
 		t.Fatal("an open circuit left a retry parked in a destination's budget waiting")
 	}
-	require.Len(t, ev.dropped, 1)
-	assert.Equal(t, retryhttp.StopCircuitOpen, ev.dropped[0].Reason)
+	require.Len(t, ev.Dropped, 1)
+	assert.Equal(t, retryhttp.StopCircuitOpen, ev.Dropped[0].Reason)
 }
 
 func TestParkedTenThousandBounded(t *testing.T) {
@@ -362,7 +331,7 @@ func TestParkedTenThousandBounded(t *testing.T) {
 	url := "http://" + ln.Addr().String() + "/"
 	require.NoError(t, ln.Close())
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxWait: time.Hour})
-	c := newClient(t, retryhttp.WithRetryBudget(b))
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b))
 
 	const n = 10_000
 	runtime.GC()
@@ -406,6 +375,6 @@ func TestParkedTenThousandBounded(t *testing.T) {
 	// All but the few that ended on their own (their probes used up their
 	// retries) were parked when cancelled, and returned.
 	assert.Greater(t, canceled.Load(), int64(n-100))
-	_, inFlight, parked := retryhttp.BudgetPacing(b, url)
+	_, inFlight, parked := budgetPacing(b, url)
 	assert.Zero(t, inFlight+parked)
 }

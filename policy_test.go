@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -96,7 +97,7 @@ func TestSetOptionsLaterWins(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := retryhttp.Settings(tr, tt.give)
+			s := settings(tr, tt.give)
 			assert.Equal(t, tt.wantRetries, s.MaxRetries)
 			assert.Equal(t, tt.wantTimeout, s.AttemptTimeout)
 		})
@@ -110,7 +111,7 @@ func TestSetOptionsLaterWins(t *testing.T) {
 // is still sent through the transport's own base transport, to the real
 // server, as the transport's options say.
 func TestPolicyIgnoresTransportOptions(t *testing.T) {
-	srv := newCountingServer(t, always(http.StatusServiceUnavailable))
+	srv := testkit.NewCountingServer(t, testkit.Always(http.StatusServiceUnavailable))
 	refuse := roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return nil, errors.New("the policy's base transport was used")
 	})
@@ -126,7 +127,7 @@ func TestPolicyIgnoresTransportOptions(t *testing.T) {
 		nil,
 	}
 	p := retryhttp.NewPolicy(append(transportOnly, retryhttp.WithMaxRetries(1))...)
-	tr := newTransport(t, noDelay, unlimitedBudget, byHost("127.0.0.1", p))
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget, byHost("127.0.0.1", p))
 	ctx := retryhttp.SetOptions(context.Background(), transportOnly...)
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -135,7 +136,7 @@ func TestPolicyIgnoresTransportOptions(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-	assert.EqualValues(t, 2, srv.attempts.Load(), "the policy's one retry")
+	assert.EqualValues(t, 2, srv.Attempts.Load(), "the policy's one retry")
 	assert.Zero(t, hooked, "the policy's hook")
 	assert.Equal(t, ctx, retryhttp.SetOptions(ctx, transportOnly...), "nothing to set")
 }
@@ -144,14 +145,14 @@ func TestPolicyIgnoresTransportOptions(t *testing.T) {
 // always fails: the policy function gives each its own number of retries,
 // and a nil Policy leaves the transport's.
 func TestPolicyFuncPerRequest(t *testing.T) {
-	srv := newCountingServer(t, always(http.StatusServiceUnavailable))
+	srv := testkit.NewCountingServer(t, testkit.Always(http.StatusServiceUnavailable))
 	policies := map[string]*retryhttp.Policy{
 		"none": retryhttp.NewPolicy(retryhttp.WithMaxRetries(0)),
 		"one":  retryhttp.NewPolicy(retryhttp.WithMaxRetries(1)),
 		"zero": {},
 	}
 	var asked int
-	tr := newTransport(t, noDelay, unlimitedBudget, retryhttp.WithMaxRetries(2),
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget, retryhttp.WithMaxRetries(2),
 		retryhttp.WithPolicyFunc(func(req *http.Request) *retryhttp.Policy {
 			asked++
 			return policies[req.Header.Get("X-Class")]
@@ -160,14 +161,14 @@ func TestPolicyFuncPerRequest(t *testing.T) {
 		class string
 		want  int64
 	}{{"none", 1}, {"one", 2}, {"zero", 3}, {"", 3}} {
-		srv.attempts.Store(0)
+		srv.Attempts.Store(0)
 		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 		require.NoError(t, err)
 		req.Header.Set("X-Class", tt.class)
 		res, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		res.Body.Close()
-		assert.Equal(t, tt.want, srv.attempts.Load(), "class %q", tt.class)
+		assert.Equal(t, tt.want, srv.Attempts.Load(), "class %q", tt.class)
 	}
 	assert.Equal(t, 4, asked, "once per request")
 }

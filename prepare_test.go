@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ import (
 // tokenServer answers 503 to a request whose Authorization is not "Bearer
 // fresh", 200 otherwise, and records what each request carried.
 type tokenServer struct {
-	*countingServer
+	*testkit.CountingServer
 	mu     sync.Mutex
 	auths  []string
 	bodies []string
@@ -25,7 +26,7 @@ type tokenServer struct {
 
 func newTokenServer(t *testing.T) *tokenServer {
 	s := &tokenServer{}
-	s.countingServer = newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	s.CountingServer = testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		s.auths = append(s.auths, r.Header.Get("Authorization"))
@@ -60,8 +61,8 @@ func TestPrepareRetryRefreshesToken(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer fresh")
 				return nil
 			}
-			opts := append([]retryhttp.Option{noDelay, unlimitedBudget, retryhttp.WithPrepareRetry(prepare)}, tt.options...)
-			tr := newTransport(t, opts...)
+			opts := append([]retryhttp.Option{testkit.NoDelay, testkit.UnlimitedBudget, retryhttp.WithPrepareRetry(prepare)}, tt.options...)
+			tr := testkit.NewTransport(t, opts...)
 			var body io.Reader
 			if tt.body != "" {
 				// No GetBody: the transport buffers it.
@@ -84,10 +85,10 @@ func TestPrepareRetryRefreshesToken(t *testing.T) {
 }
 
 func TestPrepareRetryError(t *testing.T) {
-	srv := newCountingServer(t, always(http.StatusServiceUnavailable))
+	srv := testkit.NewCountingServer(t, testkit.Always(http.StatusServiceUnavailable))
 	errSigner := errors.New("signer unavailable")
 	var stops []retryhttp.Decision
-	tr := newTransport(t, noDelay, unlimitedBudget,
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget,
 		retryhttp.WithPrepareRetry(func(*http.Request) error { return errSigner }),
 		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 			if !d.Retry {
@@ -103,7 +104,7 @@ func TestPrepareRetryError(t *testing.T) {
 	assert.ErrorIs(t, err, retryhttp.ErrPrepareRetry)
 	assert.ErrorIs(t, err, errSigner)
 	assert.Contains(t, err.Error(), "retryhttp: preparing a retry (attempt 2): signer unavailable")
-	assert.EqualValues(t, 1, srv.attempts.Load(), "the retry was not sent")
+	assert.EqualValues(t, 1, srv.Attempts.Load(), "the retry was not sent")
 	require.Len(t, stops, 1)
 	assert.Equal(t, retryhttp.StopError, stops[0].Reason)
 }
@@ -113,7 +114,7 @@ func TestPrepareRetryError(t *testing.T) {
 func TestPrepareRetryHedged(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ok", true: "error"}[fail], func(t *testing.T) {
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				// Attempt 1 (no attempt header, whether or not it
 				// arrives first) is slow: hedged.
 				if r.Header.Get(retryhttp.AttemptHeader) == "" {
@@ -125,7 +126,7 @@ func TestPrepareRetryHedged(t *testing.T) {
 			var mu sync.Mutex
 			var seen []string
 			errHook := errors.New("no token")
-			tr := newTransport(t, unlimitedBudget, retryhttp.WithHedging(5*time.Millisecond, 1),
+			tr := testkit.NewTransport(t, testkit.UnlimitedBudget, retryhttp.WithHedging(5*time.Millisecond, 1),
 				retryhttp.WithPrepareRetry(func(r *http.Request) error {
 					mu.Lock()
 					defer mu.Unlock()
@@ -157,9 +158,9 @@ func TestPrepareRetryHedged(t *testing.T) {
 // TestPrepareRetryNotCalledWithoutRetry checks that a request answered at
 // once never reaches the hook.
 func TestPrepareRetryNotCalledWithoutRetry(t *testing.T) {
-	srv := newCountingServer(t, always(http.StatusOK))
+	srv := testkit.NewCountingServer(t, testkit.Always(http.StatusOK))
 	called := false
-	tr := newTransport(t, retryhttp.WithPrepareRetry(func(*http.Request) error { called = true; return nil }))
+	tr := testkit.NewTransport(t, retryhttp.WithPrepareRetry(func(*http.Request) error { called = true; return nil }))
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
 	res.Body.Close()

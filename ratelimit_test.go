@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -100,7 +101,7 @@ func TestRateLimitResetLoopback(t *testing.T) {
 				give.Set("X-RateLimit-Reset", strconvUnix(time.Now().Add(30*time.Second)))
 				lo, hi = 19*time.Second, 41*time.Second
 			}
-			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 				if n == 1 {
 					for k, v := range give {
 						w.Header()[k] = v
@@ -110,14 +111,14 @@ func TestRateLimitResetLoopback(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, "ok")
 			})
-			tr := newTransport(t, unlimitedBudget)
-			clock := fakeWaits(tr)
+			tr := testkit.NewTransport(t, testkit.UnlimitedBudget)
+			clock := testkit.FakeWaits(tr)
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			assert.Equal(t, "ok", strings.TrimSpace(string(body)))
-			assert.EqualValues(t, 2, srv.attempts.Load())
+			assert.EqualValues(t, 2, srv.Attempts.Load())
 			waits := clock.Sleeps()
 			require.Len(t, waits, 1)
 			assert.GreaterOrEqual(t, waits[0], lo)
@@ -167,19 +168,19 @@ func TestHostileRateLimitReset(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				for k, v := range tt.give {
 					w.Header()[k] = v
 				}
 				w.WriteHeader(http.StatusTooManyRequests)
 			})
-			tr := newTransport(t, unlimitedBudget)
-			clock := fakeWaits(tr)
+			tr := testkit.NewTransport(t, testkit.UnlimitedBudget)
+			clock := testkit.FakeWaits(tr)
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
 			res.Body.Close()
 			assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, "the last 429, as it is")
-			assert.Equal(t, tt.wantAttempts, srv.attempts.Load())
+			assert.Equal(t, tt.wantAttempts, srv.Attempts.Load())
 			tt.wantWaits(t, clock.Sleeps())
 		})
 	}
@@ -196,7 +197,7 @@ func TestHoldDuringPause(t *testing.T) {
 			var mu sync.Mutex
 			var paused, second time.Time // when the 429 left, when /second arrived
 			limited := make(chan struct{})
-			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -209,17 +210,17 @@ func TestHoldDuringPause(t *testing.T) {
 					second = time.Now()
 				}
 			})
-			c := newClient(t, retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})),
+			c := testkit.NewClient(t, retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})),
 				retryhttp.WithHoldDuringPause(hold))
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/first"), "retried after its pause")
+				assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/first"), "retried after its pause")
 			}()
 			<-limited
 			time.Sleep(100 * time.Millisecond)
-			assert.Equal(t, http.StatusOK, get(t, c, srv.URL+"/second"))
+			assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/second"))
 			wg.Wait()
 			mu.Lock()
 			defer mu.Unlock()
@@ -228,7 +229,7 @@ func TestHoldDuringPause(t *testing.T) {
 			} else {
 				assert.Less(t, second.Sub(paused), 500*time.Millisecond, "sent at once")
 			}
-			assert.Equal(t, int64(3), srv.attempts.Load(), "no request met the limit twice")
+			assert.Equal(t, int64(3), srv.Attempts.Load(), "no request met the limit twice")
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/inbound"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +27,7 @@ import (
 func TestPushbackMarksGiveUpsNotSuccesses(t *testing.T) {
 	var failing bool
 	var mu sync.Mutex
-	upstream := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	upstream := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if failing {
@@ -35,7 +36,7 @@ func TestPushbackMarksGiveUpsNotSuccesses(t *testing.T) {
 	})
 	var decisions []retryhttp.Decision
 	var dmu sync.Mutex
-	tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(1),
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithMaxRetries(1),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1000}),
 		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 			dmu.Lock()
@@ -91,11 +92,11 @@ func TestPushbackMarksGiveUpsNotSuccesses(t *testing.T) {
 }
 
 func TestLoggerWithoutHooksLogsGiveUps(t *testing.T) {
-	srv := deadServer(t)
+	srv := testkit.DeadServer(t)
 	var out bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &out}, nil))
-	c := &http.Client{Transport: newTransport(t, noDelay, retryhttp.WithMaxRetries(1), retryhttp.WithLogger(logger))}
+	c := &http.Client{Transport: testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithMaxRetries(1), retryhttp.WithLogger(logger))}
 	code, err := try(c, srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, code)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 )
 
 // TestStrayCancellationIsRetried reproduces net/http's stray cancellation
@@ -55,7 +56,7 @@ func testStrayCancellation(t *testing.T, opts ...retryhttp.Option) {
 		}
 		return res, err
 	})
-	tr := newTransport(t, append([]retryhttp.Option{retryhttp.WithTransport(counting), unlimitedBudget,
+	tr := testkit.NewTransport(t, append([]retryhttp.Option{retryhttp.WithTransport(counting), testkit.UnlimitedBudget,
 		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })}, opts...)...)
 	client := &http.Client{Transport: tr}
 
@@ -117,7 +118,7 @@ func TestStrayCancelJudgedAsLostConnection(t *testing.T) {
 		calls.Add(1)
 		return nil, context.Canceled // the attempt's context is live
 	})
-	tr := newTransport(t, retryhttp.WithTransport(stray), unlimitedBudget, retryhttp.WithMaxRetries(2),
+	tr := testkit.NewTransport(t, retryhttp.WithTransport(stray), testkit.UnlimitedBudget, retryhttp.WithMaxRetries(2),
 		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 }))
 	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
 	_, err := tr.RoundTrip(req)
@@ -141,7 +142,7 @@ func TestStrayCancelJudgedAsLostConnection(t *testing.T) {
 		cancel()
 		return nil, context.Canceled
 	})
-	tr = newTransport(t, retryhttp.WithTransport(own), unlimitedBudget)
+	tr = testkit.NewTransport(t, retryhttp.WithTransport(own), testkit.UnlimitedBudget)
 	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
 	if _, err := tr.RoundTrip(req); !errors.Is(err, context.Canceled) || calls.Load() != 1 {
 		t.Errorf("cancelled by its caller: %d attempts, error %v; want 1, context.Canceled", calls.Load(), err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +72,7 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 
 // echoAfterFirst reads the first 5 bytes of the body, closes gotFirst,
 // then echoes the whole body once it ends.
-func echoAfterFirst(gotFirst chan struct{}) handlerFn {
+func echoAfterFirst(gotFirst chan struct{}) testkit.HandlerFn {
 	return func(_ int64, w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 5)
 		_, _ = io.ReadFull(r.Body, buf)
@@ -92,8 +93,8 @@ func writeAfterFirst(w *io.PipeWriter, gotFirst <-chan struct{}, rest string) {
 
 func TestStreamedBodyReachesServerBeforeItEnds(t *testing.T) {
 	gotFirst := make(chan struct{})
-	srv := newCountingServer(t, echoAfterFirst(gotFirst))
-	tr := newTransport(t, noDelay)
+	srv := testkit.NewCountingServer(t, echoAfterFirst(gotFirst))
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	body, w := newPipeBody()
 	req, err := http.NewRequest(http.MethodPost, srv.URL, body)
 	require.NoError(t, err)
@@ -103,14 +104,14 @@ func TestStreamedBodyReachesServerBeforeItEnds(t *testing.T) {
 	require.NoError(t, err)
 
 	waitFor(t, gotFirst, "first bytes at the server")
-	assert.Equal(t, "first, then the rest", readAll(t, res))
+	assert.Equal(t, "first, then the rest", testkit.ReadAll(t, res))
 	body.closedOnce(t)
 }
 
 func TestFullDuplexBodyWaitsForResponseHeaders(t *testing.T) {
 	// An HTTP/2 bidirectional stream: the server answers at once and
 	// echoes the body as it comes.
-	srv := startServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.StartServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_ = http.NewResponseController(w).Flush()
 		buf := make([]byte, 64)
@@ -123,7 +124,7 @@ func TestFullDuplexBodyWaitsForResponseHeaders(t *testing.T) {
 			}
 		}
 	}, true, nil)
-	tr := newTransport(t, noDelay, retryhttp.WithTransport(srv.Client().Transport))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithTransport(srv.Client().Transport))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	body, w := newPipeBody()
@@ -153,11 +154,11 @@ func TestFullDuplexBodyWaitsForResponseHeaders(t *testing.T) {
 
 func TestStreamedBodyRetriedWhole(t *testing.T) {
 	srv := newChecksumServer(t, 503)
-	tr := newTransport(t, noDelay, retryhttp.WithMaxRetries(2))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithMaxRetries(2))
 	body, w := newPipeBody()
 	req, err := http.NewRequest(http.MethodPut, srv.URL, body)
 	require.NoError(t, err)
-	data := payload(100 << 10)
+	data := testkit.Payload(100 << 10)
 	go func() {
 		for rest := data; len(rest) > 0; {
 			n := min(len(rest), 7<<10)
@@ -169,11 +170,11 @@ func TestStreamedBodyRetriedWhole(t *testing.T) {
 
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	sums, lens := srv.received()
-	assert.Equal(t, repeat(len(data), 3), lens, "the whole body on every attempt")
-	assert.Equal(t, repeat(sha256.Sum256(data), 3), sums)
+	assert.Equal(t, testkit.Repeat(len(data), 3), lens, "the whole body on every attempt")
+	assert.Equal(t, testkit.Repeat(sha256.Sum256(data), 3), sums)
 	body.closedOnce(t)
 }
 
@@ -183,7 +184,7 @@ func TestStreamedBodyContinuesAfterLostConnection(t *testing.T) {
 	// which the writer sends only after the cut.
 	cut := make(chan struct{})
 	var got []byte
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			buf := make([]byte, 4)
 			_, _ = io.ReadFull(r.Body, buf)
@@ -197,7 +198,7 @@ func TestStreamedBodyContinuesAfterLostConnection(t *testing.T) {
 		got, _ = io.ReadAll(r.Body)
 		_, _ = io.WriteString(w, "ok")
 	})
-	tr := newTransport(t, noDelay)
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	body, w := newPipeBody()
 	req, err := http.NewRequest(http.MethodPut, srv.URL, body)
 	require.NoError(t, err)
@@ -211,9 +212,9 @@ func TestStreamedBodyContinuesAfterLostConnection(t *testing.T) {
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	assert.Equal(t, "head+tail", string(got), "the copy, then the rest")
-	assert.EqualValues(t, 2, srv.attempts.Load())
+	assert.EqualValues(t, 2, srv.Attempts.Load())
 	body.closedOnce(t)
 }
 
@@ -221,7 +222,7 @@ func TestStreamedBodyOverLimitSaysWhyNotRetried(t *testing.T) {
 	// A PUT whose connection is reset after the server read it is worth a
 	// retry; its body outgrew the limit, so none is sent, and the error
 	// says why.
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		conn, _, err := http.NewResponseController(w).Hijack()
 		require.NoError(t, err)
@@ -229,11 +230,11 @@ func TestStreamedBodyOverLimitSaysWhyNotRetried(t *testing.T) {
 		conn.Close()
 	})
 	var why retryhttp.StopReason
-	tr := newTransport(t, noDelay, retryhttp.WithBodyBufferLimit(16),
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithBodyBufferLimit(16),
 		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { why = d.Reason }}))
-	body := &closeBody{Reader: bytes.NewReader(payload(64))}
+	body := &testkit.CloseBody{Reader: bytes.NewReader(testkit.Payload(64))}
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, srv.URL, body))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPut, srv.URL, body))
 
 	assert.Nil(t, res)
 	assert.ErrorIs(t, err, retryhttp.ErrBodyNotReplayable)
@@ -241,13 +242,13 @@ func TestStreamedBodyOverLimitSaysWhyNotRetried(t *testing.T) {
 		"the attempt's own error is reached too: %v", err)
 	assert.Equal(t, retryhttp.StopBodyNotReplayable, why)
 	assert.Equal(t, "body not replayable", why.String())
-	assert.EqualValues(t, 1, srv.attempts.Load())
-	assert.Eventually(t, body.closed.Load, 5*time.Second, time.Millisecond)
+	assert.EqualValues(t, 1, srv.Attempts.Load())
+	assert.Eventually(t, body.Closed.Load, 5*time.Second, time.Millisecond)
 }
 
 func TestStreamedBodyErrorMidReadEndsRequest(t *testing.T) {
-	srv := newCountingServer(t, always(200))
-	tr := newTransport(t, noDelay)
+	srv := testkit.NewCountingServer(t, testkit.Always(200))
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	body, w := newPipeBody()
 	req, err := http.NewRequest(http.MethodPut, srv.URL, body)
 	require.NoError(t, err)
@@ -262,7 +263,7 @@ func TestStreamedBodyErrorMidReadEndsRequest(t *testing.T) {
 	assert.Nil(t, res)
 	assert.ErrorIs(t, err, retryhttp.ErrBufferingBody)
 	assert.ErrorIs(t, err, errDisk)
-	assert.LessOrEqual(t, srv.attempts.Load(), int64(1), "not retried")
+	assert.LessOrEqual(t, srv.Attempts.Load(), int64(1), "not retried")
 	body.closedOnce(t)
 }
 
@@ -270,11 +271,11 @@ func TestReverseProxyStreamsUpload(t *testing.T) {
 	// httputil.ReverseProxy's outbound request has no GetBody: its body is
 	// the client's, read as it arrives.
 	gotFirst := make(chan struct{})
-	upstream := newCountingServer(t, echoAfterFirst(gotFirst))
+	upstream := testkit.NewCountingServer(t, echoAfterFirst(gotFirst))
 	target, err := url.Parse(upstream.URL)
 	require.NoError(t, err)
 	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = newTransport(t, noDelay)
+	proxy.Transport = testkit.NewTransport(t, testkit.NoDelay)
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
 
@@ -286,7 +287,7 @@ func TestReverseProxyStreamsUpload(t *testing.T) {
 	require.NoError(t, err)
 
 	waitFor(t, gotFirst, "first bytes at the upstream")
-	assert.Equal(t, "first and the rest", readAll(t, res))
+	assert.Equal(t, "first and the rest", testkit.ReadAll(t, res))
 }
 
 func TestStreamedBodyErrorOutcomeIsTheBaseTransports(t *testing.T) {
@@ -316,11 +317,11 @@ func TestStreamedBodyErrorOutcomeIsTheBaseTransports(t *testing.T) {
 				return &http.Response{StatusCode: tt.status, Body: http.NoBody, Request: r}, nil
 			})
 			var stop retryhttp.Decision
-			tr := newTransport(t, noDelay, retryhttp.WithTransport(base),
+			tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithTransport(base),
 				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { stop = d }}))
-			body := &closeBody{Reader: io.MultiReader(bytes.NewReader([]byte("partial")), iotest.ErrReader(errDisk))}
+			body := &testkit.CloseBody{Reader: io.MultiReader(bytes.NewReader([]byte("partial")), iotest.ErrReader(errDisk))}
 
-			res, err := tr.RoundTrip(httptestRequest(t, http.MethodPut, "http://example.invalid/", body))
+			res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPut, "http://example.invalid/", body))
 
 			assert.Equal(t, 1, sent, "not retried")
 			assert.Equal(t, tt.wantWhy, stop.Reason)

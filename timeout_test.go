@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,7 +28,7 @@ func hang(r *http.Request) {
 
 // hangFirst hangs on the first hung requests and answers the others with 200
 // and the body "ok".
-func hangFirst(hung int64) handlerFn {
+func hangFirst(hung int64) testkit.HandlerFn {
 	return func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n <= hung {
 			hang(r)
@@ -38,19 +39,19 @@ func hangFirst(hung int64) handlerFn {
 }
 
 func TestAttemptTimeoutRetriesIdempotentRequest(t *testing.T) {
-	srv := newCountingServer(t, hangFirst(1))
-	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(250*time.Millisecond))
+	srv := testkit.NewCountingServer(t, hangFirst(1))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithAttemptTimeout(250*time.Millisecond))
 
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
 
-	assert.Equal(t, "ok", readAll(t, res))
-	assert.Equal(t, int64(2), srv.attempts.Load())
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
+	assert.Equal(t, int64(2), srv.Attempts.Load())
 }
 
 func TestAttemptTimeoutPOSTNotRetried(t *testing.T) {
-	srv := newCountingServer(t, hangFirst(1))
-	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(100*time.Millisecond))
+	srv := testkit.NewCountingServer(t, hangFirst(1))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithAttemptTimeout(100*time.Millisecond))
 
 	start := time.Now()
 	res, err := (&http.Client{Transport: tr}).Post(srv.URL, "text/plain", strings.NewReader("x"))
@@ -63,13 +64,13 @@ func TestAttemptTimeoutPOSTNotRetried(t *testing.T) {
 		assert.True(t, netErr.Timeout(), "the client's *url.Error reports a timeout")
 	}
 	assert.NotErrorIs(t, err, context.DeadlineExceeded, "not the caller's deadline")
-	assert.Equal(t, int64(1), srv.attempts.Load())
+	assert.Equal(t, int64(1), srv.Attempts.Load())
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
 func TestAttemptTimeoutExhaustedOnGET(t *testing.T) {
-	srv := newCountingServer(t, hangFirst(100))
-	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(50*time.Millisecond), retryhttp.WithMaxRetries(1))
+	srv := testkit.NewCountingServer(t, hangFirst(100))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithAttemptTimeout(50*time.Millisecond), retryhttp.WithMaxRetries(1))
 
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 
@@ -77,7 +78,7 @@ func TestAttemptTimeoutExhaustedOnGET(t *testing.T) {
 	assert.ErrorIs(t, err, retryhttp.ErrRetriesExhausted)
 	assert.ErrorIs(t, err, retryhttp.ErrAttemptTimeout)
 	assert.True(t, retryhttp.IsTimeoutErr(err))
-	assert.Equal(t, int64(2), srv.attempts.Load())
+	assert.Equal(t, int64(2), srv.Attempts.Load())
 }
 
 func TestAttemptTimeoutDoesNotCutReturnedBody(t *testing.T) {
@@ -86,13 +87,13 @@ func TestAttemptTimeoutDoesNotCutReturnedBody(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	clock := retryhttptest.NewManualClock(time.Now())
 	tail := make(chan struct{})
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "head-")
 		_ = http.NewResponseController(w).Flush()
 		<-tail
 		_, _ = io.WriteString(w, "tail")
 	})
-	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(timeout), retryhttp.WithClock(clock))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithAttemptTimeout(timeout), retryhttp.WithClock(clock))
 
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
@@ -102,14 +103,14 @@ func TestAttemptTimeoutDoesNotCutReturnedBody(t *testing.T) {
 	clock.Advance(4 * timeout)
 	close(tail)
 
-	assert.Equal(t, "head-tail", string(head)+readAll(t, res))
-	assert.Equal(t, int64(1), srv.attempts.Load())
+	assert.Equal(t, "head-tail", string(head)+testkit.ReadAll(t, res))
+	assert.Equal(t, int64(1), srv.Attempts.Load())
 }
 
 func TestAttemptTimeoutBoundsDrainOfDiscardedBody(t *testing.T) {
 	// The first response is a 503 whose body trickles and never ends; it
 	// must be let go of within about one attempt timeout.
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n > 1 {
 			_, _ = io.WriteString(w, "ok")
 			return
@@ -118,15 +119,15 @@ func TestAttemptTimeoutBoundsDrainOfDiscardedBody(t *testing.T) {
 		_ = http.NewResponseController(w).Flush()
 		hang(r)
 	})
-	tr := newTransport(t, noDelay, retryhttp.WithAttemptTimeout(100*time.Millisecond))
+	tr := testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithAttemptTimeout(100*time.Millisecond))
 
 	start := time.Now()
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
 
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	assert.Less(t, time.Since(start), 5*time.Second)
-	assert.Equal(t, int64(2), srv.attempts.Load())
+	assert.Equal(t, int64(2), srv.Attempts.Load())
 }
 
 func TestSetAttemptTimeoutOverridesTransport(t *testing.T) {
@@ -134,7 +135,7 @@ func TestSetAttemptTimeoutOverridesTransport(t *testing.T) {
 		name        string
 		giveOptions []retryhttp.Option
 		giveTimeout time.Duration
-		giveHandler handlerFn
+		giveHandler testkit.HandlerFn
 		want        int64
 	}{
 		{
@@ -156,8 +157,8 @@ func TestSetAttemptTimeoutOverridesTransport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, tt.giveHandler)
-			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			srv := testkit.NewCountingServer(t, tt.giveHandler)
+			tr := testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.giveOptions...)...)
 			ctx := retryhttp.SetAttemptTimeout(context.Background(), tt.giveTimeout)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 			require.NoError(t, err)
@@ -165,8 +166,8 @@ func TestSetAttemptTimeoutOverridesTransport(t *testing.T) {
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err)
 
-			assert.Equal(t, "ok", readAll(t, res))
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, "ok", testkit.ReadAll(t, res))
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
 	}
 }
@@ -182,8 +183,8 @@ func TestCallerDeadlineDuringAttemptNotRetried(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const deadline = 200 * time.Millisecond
-			srv := newCountingServer(t, hangFirst(100))
-			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			srv := testkit.NewCountingServer(t, hangFirst(100))
+			tr := testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.giveOptions...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -197,7 +198,7 @@ func TestCallerDeadlineDuringAttemptNotRetried(t *testing.T) {
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.NotErrorIs(t, err, retryhttp.ErrAttemptTimeout)
 			assert.NotErrorIs(t, err, retryhttp.ErrRetriesExhausted)
-			assert.Equal(t, int64(1), srv.attempts.Load())
+			assert.Equal(t, int64(1), srv.Attempts.Load())
 		})
 	}
 }
@@ -218,7 +219,7 @@ func TestNoPointlessSleep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Retry-After", tt.giveRetryAfter)
 				w.WriteHeader(503)
 				_, _ = io.WriteString(w, "come back later")
@@ -227,7 +228,7 @@ func TestNoPointlessSleep(t *testing.T) {
 			if tt.giveMaxDelay > 0 {
 				options = append(options, retryhttp.WithMaxDelay(tt.giveMaxDelay))
 			}
-			tr := newTransport(t, options...)
+			tr := testkit.NewTransport(t, options...)
 			ctx := context.Background()
 			if tt.giveDeadline > 0 {
 				var cancel context.CancelFunc
@@ -243,17 +244,17 @@ func TestNoPointlessSleep(t *testing.T) {
 
 			assert.Less(t, time.Since(start), 500*time.Millisecond, "no wait at all")
 			assert.Equal(t, 503, res.StatusCode)
-			assert.Equal(t, "come back later", readAll(t, res), "the response is readable")
-			assert.Equal(t, int64(1), srv.attempts.Load())
+			assert.Equal(t, "come back later", testkit.ReadAll(t, res), "the response is readable")
+			assert.Equal(t, int64(1), srv.Attempts.Load())
 		})
 	}
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
-	srv := newCountingServer(t, always(503))
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := newTransport(t, retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration {
+	tr := testkit.NewTransport(t, retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration {
 		time.AfterFunc(50*time.Millisecond, cancel)
 		return 10 * time.Second
 	}))
@@ -266,14 +267,14 @@ func TestCancelWhileWaiting(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second, "returns promptly")
 	assert.Nil(t, res)
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, int64(1), srv.attempts.Load())
+	assert.Equal(t, int64(1), srv.Attempts.Load())
 }
 
 func TestDeadlineNotWaitedPast(t *testing.T) {
 	// Backoff of 10s with a deadline in 1s: the 503 comes back at once,
 	// not a context deadline error a second later.
-	srv := newCountingServer(t, always(503))
-	tr := newTransport(t, retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 10 * time.Second }))
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	tr := testkit.NewTransport(t, retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 10 * time.Second }))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -282,17 +283,17 @@ func TestDeadlineNotWaitedPast(t *testing.T) {
 	start := time.Now()
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
 	assert.Less(t, time.Since(start), 500*time.Millisecond)
 	assert.Equal(t, 503, res.StatusCode)
-	assert.Equal(t, int64(1), srv.attempts.Load())
+	assert.Equal(t, int64(1), srv.Attempts.Load())
 }
 
 func TestStalledDiscardedBodyDoesNotBlock(t *testing.T) {
 	// The first response is a 503 whose body never comes: without an
 	// attempt timeout, draining it must still not hold up the retry.
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n > 1 {
 			_, _ = io.WriteString(w, "ok")
 			return
@@ -313,16 +314,16 @@ func TestStalledDiscardedBodyDoesNotBlock(t *testing.T) {
 		{name: "long attempt timeout", give: []retryhttp.Option{retryhttp.WithAttemptTimeout(30 * time.Second)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv.attempts.Store(0)
-			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.give...)...)
+			srv.Attempts.Store(0)
+			tr := testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.give...)...)
 
 			start := time.Now()
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
 
-			assert.Equal(t, "ok", readAll(t, res))
+			assert.Equal(t, "ok", testkit.ReadAll(t, res))
 			assert.Less(t, time.Since(start), 5*time.Second)
-			assert.Equal(t, int64(2), srv.attempts.Load())
+			assert.Equal(t, int64(2), srv.Attempts.Load())
 		})
 	}
 }

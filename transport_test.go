@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +72,7 @@ func TestDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				if tt.giveRetryAft != "" {
 					w.Header().Set("Retry-After", tt.giveRetryAft)
 				}
@@ -81,8 +82,8 @@ func TestDefaults(t *testing.T) {
 				w.WriteHeader(tt.giveStatus)
 				_, _ = io.WriteString(w, "last words")
 			})
-			tr := newTransport(t)
-			clock := fakeWaits(tr)
+			tr := testkit.NewTransport(t)
+			clock := testkit.FakeWaits(tr)
 
 			req, err := http.NewRequest(tt.giveMethod, srv.URL, nil)
 			require.NoError(t, err)
@@ -91,9 +92,9 @@ func TestDefaults(t *testing.T) {
 			}
 			res, err := noRedirect(tr).Do(req)
 			require.NoError(t, err)
-			body := readAll(t, res)
+			body := testkit.ReadAll(t, res)
 
-			assert.Equal(t, tt.wantAttempts, srv.attempts.Load(), "attempts seen by the server")
+			assert.Equal(t, tt.wantAttempts, srv.Attempts.Load(), "attempts seen by the server")
 			assert.Equal(t, tt.giveStatus, res.StatusCode)
 			if tt.giveMethod != http.MethodHead {
 				assert.Equal(t, "last words", body, "the last response is returned intact")
@@ -113,12 +114,12 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestDefaultBackoffGrows(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	tr := newTransport(t)
-	clock := fakeWaits(tr)
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	tr := testkit.NewTransport(t)
+	clock := testkit.FakeWaits(tr)
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 	delays := clock.Sleeps()
 
 	require.Len(t, delays, 3)
@@ -141,15 +142,15 @@ func TestWithMaxRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.give), func(t *testing.T) {
-			srv := newCountingServer(t, always(503))
-			tr := newTransport(t, retryhttp.WithMaxRetries(tt.give), noDelay)
+			srv := testkit.NewCountingServer(t, testkit.Always(503))
+			tr := testkit.NewTransport(t, retryhttp.WithMaxRetries(tt.give), testkit.NoDelay)
 
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
 			assert.Equal(t, 503, res.StatusCode)
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
 	}
 }
@@ -175,25 +176,25 @@ func TestWithShouldRetryFn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, always(tt.giveStatus))
-			tr := newTransport(t, retryhttp.WithShouldRetryFn(tt.giveFn), noDelay)
+			srv := testkit.NewCountingServer(t, testkit.Always(tt.giveStatus))
+			tr := testkit.NewTransport(t, retryhttp.WithShouldRetryFn(tt.giveFn), testkit.NoDelay)
 
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
 			assert.Equal(t, tt.giveStatus, res.StatusCode)
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
 	}
 }
 
 func TestWithDelayFnSeesEachAttempt(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	var rec attemptRecorder
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	var rec testkit.AttemptRecorder
 	var statuses []int
-	tr := newTransport(t, retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration {
-		rec.record(a)
+	tr := testkit.NewTransport(t, retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration {
+		rec.Record(a)
 		statuses = append(statuses, a.Res.StatusCode)
 		return -time.Hour // negative: no wait
 	}))
@@ -201,11 +202,11 @@ func TestWithDelayFnSeesEachAttempt(t *testing.T) {
 	start := time.Now()
 	res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
-	assert.Equal(t, []int{1, 2, 3}, rec.get(), "Attempt.Count before each retry")
+	assert.Equal(t, []int{1, 2, 3}, rec.Get(), "Attempt.Count before each retry")
 	assert.Equal(t, []int{503, 503, 503}, statuses)
-	assert.Equal(t, int64(4), srv.attempts.Load())
+	assert.Equal(t, int64(4), srv.Attempts.Load())
 	assert.Less(t, time.Since(start), 5*time.Second, "a negative delay means no wait")
 }
 
@@ -272,8 +273,8 @@ func TestContextOverridesTakePrecedence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, always(tt.giveStatus))
-			tr := newTransport(t, append([]retryhttp.Option{noDelay}, tt.giveOptions...)...)
+			srv := testkit.NewCountingServer(t, testkit.Always(tt.giveStatus))
+			tr := testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.giveOptions...)...)
 
 			var body io.Reader
 			if tt.giveBody {
@@ -283,23 +284,23 @@ func TestContextOverridesTakePrecedence(t *testing.T) {
 			require.NoError(t, err)
 			res, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 
 			assert.Equal(t, tt.giveStatus, res.StatusCode)
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
 	}
 }
 
 func TestSetDelayFnOverridesWithDelayFn(t *testing.T) {
-	srv := newCountingServer(t, always(503))
-	var fromTransport, fromCtx attemptRecorder
-	tr := newTransport(t, retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration {
-		fromTransport.record(a)
+	srv := testkit.NewCountingServer(t, testkit.Always(503))
+	var fromTransport, fromCtx testkit.AttemptRecorder
+	tr := testkit.NewTransport(t, retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration {
+		fromTransport.Record(a)
 		return 0
 	}))
 	ctx := retryhttp.SetDelayFn(context.Background(), func(a retryhttp.Attempt) time.Duration {
-		fromCtx.record(a)
+		fromCtx.Record(a)
 		return 0
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -307,28 +308,28 @@ func TestSetDelayFnOverridesWithDelayFn(t *testing.T) {
 
 	res, err := (&http.Client{Transport: tr}).Do(req)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 
-	assert.Equal(t, []int{1, 2, 3}, fromCtx.get())
-	assert.Empty(t, fromTransport.get())
+	assert.Equal(t, []int{1, 2, 3}, fromCtx.Get())
+	assert.Empty(t, fromTransport.Get())
 }
 
 func TestZeroValueTransport(t *testing.T) {
-	srv := newCountingServer(t, statusThen(503, 1))
+	srv := testkit.NewCountingServer(t, testkit.StatusThen(503, 1))
 	tr := &retryhttp.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
 
 	res, err := client.Get(srv.URL)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	assert.Equal(t, 200, res.StatusCode)
-	assert.Equal(t, int64(2), srv.attempts.Load())
+	assert.Equal(t, int64(2), srv.Attempts.Load())
 
 	res, err = client.Post(srv.URL, "text/plain", strings.NewReader("x"))
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
-	assert.Equal(t, int64(3), srv.attempts.Load())
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
+	assert.Equal(t, int64(3), srv.Attempts.Load())
 }
 
 // resetServer is a raw TCP server that reads each request and answers it by
@@ -372,9 +373,9 @@ func (s *resetServer) url() string { return "http://" + s.ln.Addr().String() }
 
 func TestConnectionResetRetriesExhausted(t *testing.T) {
 	srv := newResetServer(t)
-	tr := newTransport(t, noDelay)
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodGet, srv.url(), nil))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodGet, srv.url(), nil))
 
 	require.Error(t, err)
 	assert.Nil(t, res)
@@ -387,9 +388,9 @@ func TestConnectionResetRetriesExhausted(t *testing.T) {
 
 func TestConnectionResetPOSTNotRetried(t *testing.T) {
 	srv := newResetServer(t)
-	tr := newTransport(t, noDelay)
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPost, srv.url(), strings.NewReader("x")))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPost, srv.url(), strings.NewReader("x")))
 
 	require.Error(t, err)
 	assert.Nil(t, res)
@@ -409,9 +410,9 @@ func TestConnectionRefusedPOSTRetried(t *testing.T) {
 		dials.Add(1)
 		return dialer.DialContext(ctx, network, address)
 	}}
-	tr := newTransport(t, retryhttp.WithTransport(base), noDelay)
+	tr := testkit.NewTransport(t, retryhttp.WithTransport(base), testkit.NoDelay)
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodPost, "http://"+addr, strings.NewReader("x")))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodPost, "http://"+addr, strings.NewReader("x")))
 
 	require.Error(t, err)
 	assert.Nil(t, res)
@@ -422,34 +423,26 @@ func TestConnectionRefusedPOSTRetried(t *testing.T) {
 	assert.Equal(t, int64(4), dials.Load())
 }
 
-// httptestRequest returns a request with a background context.
-func httptestRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	require.NoError(t, err)
-	return req
-}
-
 func TestDiscardedResponsesLetConnectionsBeReused(t *testing.T) {
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 		if n%2 == 1 {
 			w.WriteHeader(503)
-			_, _ = w.Write(payload(4 << 10))
+			_, _ = w.Write(testkit.Payload(4 << 10))
 			return
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	tr := newTransport(t, noDelay, unlimitedBudget)
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	for range 50 {
 		res, err := client.Get(srv.URL)
 		require.NoError(t, err)
-		require.Equal(t, "ok", readAll(t, res))
+		require.Equal(t, "ok", testkit.ReadAll(t, res))
 	}
 
-	assert.Equal(t, int64(100), srv.attempts.Load())
-	assert.LessOrEqual(t, srv.conns.Load(), int64(2), "discarded bodies are drained, so connections are reused")
+	assert.Equal(t, int64(100), srv.Attempts.Load())
+	assert.LessOrEqual(t, srv.Conns.Load(), int64(2), "discarded bodies are drained, so connections are reused")
 }
 
 func TestDiscardedEndlessBodyDoesNotBlock(t *testing.T) {
@@ -462,7 +455,7 @@ func TestDiscardedEndlessBodyDoesNotBlock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				if n > 1 {
 					_, _ = io.WriteString(w, "ok")
 					return
@@ -471,21 +464,21 @@ func TestDiscardedEndlessBodyDoesNotBlock(t *testing.T) {
 					w.Header().Set("Content-Length", tt.giveContentLength)
 				}
 				w.WriteHeader(503)
-				chunk := payload(32 << 10)
+				chunk := testkit.Payload(32 << 10)
 				for r.Context().Err() == nil {
 					if _, err := w.Write(chunk); err != nil {
 						return
 					}
 				}
 			})
-			tr := newTransport(t, noDelay)
+			tr := testkit.NewTransport(t, testkit.NoDelay)
 
 			start := time.Now()
 			res, err := (&http.Client{Transport: tr}).Get(srv.URL)
 			require.NoError(t, err)
-			assert.Equal(t, "ok", readAll(t, res))
+			assert.Equal(t, "ok", testkit.ReadAll(t, res))
 			assert.Less(t, time.Since(start), 5*time.Second)
-			assert.Equal(t, int64(2), srv.attempts.Load())
+			assert.Equal(t, int64(2), srv.Attempts.Load())
 		})
 	}
 }
@@ -508,11 +501,11 @@ func getWithID(client *http.Client, url, id string) (string, int, error) {
 
 func TestManyRetriedRequestsUseFewConnections(t *testing.T) {
 	const workers, perWorker = 4, 50
-	srv := newCountingServer(t, failFirstAttempts(func(string) bool { return true }))
+	srv := testkit.NewCountingServer(t, testkit.FailFirstAttempts(func(string) bool { return true }))
 	// An idle pool that never closes a connection for want of room, so that
 	// only discarded responses could cost connections.
 	base := &http.Transport{MaxIdleConnsPerHost: 100}
-	tr := newTransport(t, retryhttp.WithTransport(base), noDelay, unlimitedBudget)
+	tr := testkit.NewTransport(t, retryhttp.WithTransport(base), testkit.NoDelay, testkit.UnlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	var wg sync.WaitGroup
@@ -532,14 +525,14 @@ func TestManyRetriedRequestsUseFewConnections(t *testing.T) {
 	wg.Wait()
 
 	assert.Equal(t, int64(workers*perWorker), oks.Load())
-	assert.Equal(t, int64(2*workers*perWorker), srv.attempts.Load(), "each request was retried once")
-	assert.LessOrEqual(t, srv.conns.Load(), int64(2*workers), "connections stay bounded")
+	assert.Equal(t, int64(2*workers*perWorker), srv.Attempts.Load(), "each request was retried once")
+	assert.LessOrEqual(t, srv.Conns.Load(), int64(2*workers), "connections stay bounded")
 }
 
 func TestConcurrentUse(t *testing.T) {
 	const workers, perWorker = 64, 4
 	var failed atomic.Int64
-	srv := newCountingServer(t, failFirstAttempts(func(id string) bool {
+	srv := testkit.NewCountingServer(t, testkit.FailFirstAttempts(func(id string) bool {
 		var w, i int
 		_, _ = fmt.Sscanf(id, "%d-%d", &w, &i)
 		if (w*perWorker+i)%3 == 0 {
@@ -548,7 +541,7 @@ func TestConcurrentUse(t *testing.T) {
 		}
 		return false
 	}))
-	tr := newTransport(t, noDelay, unlimitedBudget)
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget)
 	client := &http.Client{Transport: tr}
 
 	var wg sync.WaitGroup
@@ -569,7 +562,7 @@ func TestConcurrentUse(t *testing.T) {
 
 	assert.Equal(t, int64(workers*perWorker), oks.Load(), "every request ends 200")
 	assert.Equal(t, int64(workers*perWorker/3+1), failed.Load(), "a third of the requests failed once")
-	assert.Equal(t, int64(workers*perWorker)+failed.Load(), srv.attempts.Load())
+	assert.Equal(t, int64(workers*perWorker)+failed.Load(), srv.Attempts.Load())
 }
 
 // upgradeBackend is a server that switches every request to an echo protocol.
@@ -608,7 +601,7 @@ func TestSwitchingProtocolsThroughReverseProxy(t *testing.T) {
 			backend := upgradeBackend(t)
 			backendURL, err := url.Parse(backend.URL)
 			require.NoError(t, err)
-			tr := newTransport(t, tt.giveOptions...)
+			tr := testkit.NewTransport(t, tt.giveOptions...)
 			proxy := httptest.NewServer(&httputil.ReverseProxy{
 				Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(backendURL) },
 				Transport: tr,
@@ -617,7 +610,7 @@ func TestSwitchingProtocolsThroughReverseProxy(t *testing.T) {
 
 			client := &http.Client{Transport: &http.Transport{}}
 			t.Cleanup(client.CloseIdleConnections)
-			req := httptestRequest(t, http.MethodGet, proxy.URL, nil)
+			req := testkit.NewRequest(t, http.MethodGet, proxy.URL, nil)
 			req.Header.Set("Connection", "Upgrade")
 			req.Header.Set("Upgrade", "echo")
 			res, err := client.Do(req)
@@ -651,19 +644,19 @@ func TestErrorComesWithoutResponse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := &closeBody{Reader: strings.NewReader("half a response")}
+			body := &testkit.CloseBody{Reader: strings.NewReader("half a response")}
 			var calls atomic.Int64
 			base := roundTripFunc(func(*http.Request) (*http.Response, error) {
 				calls.Add(1)
 				return &http.Response{StatusCode: 503, Header: http.Header{}, Body: body}, errBase
 			})
-			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base), noDelay}, tt.giveOptions...)...)
+			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base), testkit.NoDelay}, tt.giveOptions...)...)
 
-			res, err := tr.RoundTrip(httptestRequest(t, http.MethodGet, "http://example.invalid", nil))
+			res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodGet, "http://example.invalid", nil))
 
 			assert.Nil(t, res)
 			assert.ErrorIs(t, err, errBase)
-			assert.True(t, body.closed.Load(), "the response the base returned with its error is closed")
+			assert.True(t, body.Closed.Load(), "the response the base returned with its error is closed")
 			assert.Equal(t, int64(1), calls.Load())
 		})
 	}
@@ -671,9 +664,9 @@ func TestErrorComesWithoutResponse(t *testing.T) {
 
 func TestNilResponseAndNilErrorIsAnError(t *testing.T) {
 	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
-	tr := retryhttp.New(retryhttp.WithTransport(base), noDelay)
+	tr := retryhttp.New(retryhttp.WithTransport(base), testkit.NoDelay)
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodGet, "http://example.invalid", nil))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodGet, "http://example.invalid", nil))
 
 	assert.Nil(t, res)
 	require.Error(t, err)

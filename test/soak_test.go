@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -46,7 +47,7 @@ func TestSoak(t *testing.T) {
 	want := soakSchedule(total)
 
 	var badBodies atomic.Int64
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if sum := sha256.Sum256(b); r.Header.Get("X-Sum") != hex.EncodeToString(sum[:]) {
 			badBodies.Add(1)
@@ -61,7 +62,7 @@ func TestSoak(t *testing.T) {
 	})
 	base := &http.Transport{MaxIdleConnsPerHost: workers}
 	var asked atomic.Int64 // attempts the policy was asked about
-	tr := retryhttp.New(retryhttp.WithTransport(base), noDelay, unlimitedBudget,
+	tr := retryhttp.New(retryhttp.WithTransport(base), testkit.NoDelay, testkit.UnlimitedBudget,
 		retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
 			asked.Add(1)
 			return retryhttp.DefaultShouldRetryFn(a)
@@ -99,13 +100,13 @@ func TestSoak(t *testing.T) {
 	}
 	assert.Zero(t, errs.Load(), "no transport errors")
 	assert.Equal(t, int64(total), successes.Load()+failures.Load(), "successes + failures = total")
-	assert.Equal(t, srv.attempts.Load(), asked.Load(), "the server saw exactly the attempts the policy was asked about")
-	assert.Equal(t, want.attempts, srv.attempts.Load(), "attempts, as the failure schedule implies")
+	assert.Equal(t, srv.Attempts.Load(), asked.Load(), "the server saw exactly the attempts the policy was asked about")
+	assert.Equal(t, want.attempts, srv.Attempts.Load(), "attempts, as the failure schedule implies")
 	assert.Equal(t, want.exhausted, failures.Load(), "requests failing four times in a row, as the schedule implies")
 	assert.Zero(t, badBodies.Load(), "every upload arrived whole")
-	assert.LessOrEqual(t, srv.conns.Load(), int64(2*workers), "connections stay bounded")
+	assert.LessOrEqual(t, srv.Conns.Load(), int64(2*workers), "connections stay bounded")
 	t.Logf("%d requests, %d attempts, %d failed 4 times in a row (retries exhausted), %d connections, in %v",
-		total, srv.attempts.Load(), failures.Load(), srv.conns.Load(), elapsed.Round(time.Millisecond))
+		total, srv.Attempts.Load(), failures.Load(), srv.Conns.Load(), elapsed.Round(time.Millisecond))
 
 	base.CloseIdleConnections()
 	srv.Close()
@@ -151,7 +152,7 @@ func soakSchedule(total int) soakCounts {
 func soakRequest(client *http.Client, url string, i int) (int, error) {
 	method, body := http.MethodGet, []byte(nil)
 	if i%4 == 0 {
-		method, body = http.MethodPut, payload(1024+i%512)
+		method, body = http.MethodPut, testkit.Payload(1024+i%512)
 	}
 	req, err := http.NewRequestWithContext(context.Background(), method, url, bytes.NewReader(body))
 	if err != nil {
@@ -183,4 +184,17 @@ func baseline() (int, uint64) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return runtime.NumGoroutine(), m.HeapAlloc
+}
+
+// TestReliabilityDocCounts checks the soak test's counts in
+// docs/reliability.md against its failure schedule (TestSoak checks that a
+// run reaches them).
+func TestReliabilityDocCounts(t *testing.T) {
+	const total = 10000
+	c := soakSchedule(total)
+	testkit.CheckDocFigures(t, "../docs/reliability.md", "soak ", map[string]int64{
+		"soak requests":  total,
+		"soak attempts":  c.attempts,
+		"soak exhausted": c.exhausted,
+	})
 }

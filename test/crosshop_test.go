@@ -1,9 +1,8 @@
-package retryhttp_test
+package test
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/inbound"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -122,13 +122,13 @@ func TestTransportHonoursSignal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newCountingServer(t, signalling)
-			c := &http.Client{Transport: newTransport(t, append([]retryhttp.Option{noDelay}, tt.opts...)...)}
+			srv := testkit.NewCountingServer(t, signalling)
+			c := &http.Client{Transport: testkit.NewTransport(t, append([]retryhttp.Option{testkit.NoDelay}, tt.opts...)...)}
 			res, err := c.Get(srv.URL)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-			assert.Equal(t, tt.want, srv.attempts.Load())
+			assert.Equal(t, tt.want, srv.Attempts.Load())
 		})
 	}
 }
@@ -140,11 +140,11 @@ type attemptHeaders struct {
 	seen []string
 }
 
-func (a *attemptHeaders) handler(failures int64) handlerFn {
+func (a *attemptHeaders) handler(failures int64) testkit.HandlerFn {
 	return func(n int64, w http.ResponseWriter, r *http.Request) {
 		a.record(r)
 		_, _ = io.Copy(io.Discard, r.Body)
-		statusThen(503, failures)(n, w, r)
+		testkit.StatusThen(503, failures)(n, w, r)
 	}
 }
 
@@ -177,7 +177,7 @@ func TestAttemptHeader(t *testing.T) {
 	}{
 		{name: "GET", method: "GET", want: []string{"-", "2", "3", "4"}},
 		{name: "POST with GetBody", method: "POST", body: strings.NewReader("x"), want: []string{"-", "2", "3", "4"}},
-		{name: "POST buffered", method: "POST", body: &closeBody{Reader: strings.NewReader("x")}, want: []string{"-", "2", "3", "4"}},
+		{name: "POST buffered", method: "POST", body: &testkit.CloseBody{Reader: strings.NewReader("x")}, want: []string{"-", "2", "3", "4"}},
 		{name: "copied from an inbound request", method: "GET", inbound: "3", want: []string{"-", "2", "3", "4"}},
 		{name: "the caller's under a lower-case name", method: "GET", inboundRaw: "retry-attempt", inbound: "3", want: []string{"-", "2", "3", "4"}},
 		{name: "the caller's under a mixed-case name", method: "POST", body: strings.NewReader("x"), inboundRaw: "RETRY-attempt", inbound: "7", want: []string{"-", "2", "3", "4"}},
@@ -187,9 +187,9 @@ func TestAttemptHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec attemptHeaders
-			srv := newCountingServer(t, rec.handler(3))
-			opts := append([]retryhttp.Option{noDelay, unlimitedBudget, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}, tt.opts...)
-			c := &http.Client{Transport: newTransport(t, opts...)}
+			srv := testkit.NewCountingServer(t, rec.handler(3))
+			opts := append([]retryhttp.Option{testkit.NoDelay, testkit.UnlimitedBudget, retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Honored: true})}, tt.opts...)
+			c := &http.Client{Transport: testkit.NewTransport(t, opts...)}
 			req, err := http.NewRequest(tt.method, srv.URL, tt.body)
 			require.NoError(t, err)
 			switch {
@@ -201,7 +201,7 @@ func TestAttemptHeader(t *testing.T) {
 			before := req.Header.Clone()
 			res, err := c.Do(req)
 			require.NoError(t, err)
-			assert.Equal(t, "ok", readAll(t, res))
+			assert.Equal(t, "ok", testkit.ReadAll(t, res))
 			assert.Equal(t, tt.want, rec.get())
 			assert.Equal(t, before, req.Header, "the caller's request is not modified")
 		})
@@ -212,7 +212,7 @@ func TestAttemptHeaderOnHedges(t *testing.T) {
 	var rec attemptHeaders
 	release := make(chan struct{})
 	var once sync.Once
-	srv := newCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		rec.record(r)
 		if n < 3 {
 			<-release // the first two attempts hang until the third answers
@@ -220,10 +220,10 @@ func TestAttemptHeaderOnHedges(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	defer once.Do(func() { close(release) })
-	c := &http.Client{Transport: newTransport(t, noDelay, unlimitedBudget, retryhttp.WithHedging(10*time.Millisecond, 2))}
+	c := &http.Client{Transport: testkit.NewTransport(t, testkit.NoDelay, testkit.UnlimitedBudget, retryhttp.WithHedging(10*time.Millisecond, 2))}
 	res, err := c.Get(srv.URL)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 	once.Do(func() { close(release) })
 	assert.ElementsMatch(t, []string{"-", "2", "3"}, rec.get())
 }
@@ -241,10 +241,10 @@ type frontendCase struct {
 
 func TestPushbackRule(t *testing.T) {
 	backends := map[string]string{
-		"dead":   newCountingServer(t, always(503)).URL,
-		"ok":     newCountingServer(t, always(200)).URL,
-		"signal": newCountingServer(t, signalling).URL,
-		"400":    newCountingServer(t, always(400)).URL,
+		"dead":   testkit.NewCountingServer(t, testkit.Always(503)).URL,
+		"ok":     testkit.NewCountingServer(t, testkit.Always(200)).URL,
+		"signal": testkit.NewCountingServer(t, signalling).URL,
+		"400":    testkit.NewCountingServer(t, testkit.Always(400)).URL,
 	}
 	refused := httptest.NewServer(http.NotFoundHandler())
 	backends["refused"] = refused.URL
@@ -268,14 +268,14 @@ func TestPushbackRule(t *testing.T) {
 		{name: "set by the handler, gave up too", backends: []string{"dead"}, status: 503, preset: true, want: true},
 		{name: "set by the handler in lower case, gave up too", backends: []string{"dead"}, status: 503, preset: true, presetAs: "retry-pushback", want: true},
 	}
-	tr := newTransport(t, noDelay, onFakeTime())
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.OnFakeTime())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			front := httptest.NewServer(inbound.Pushback(frontend(t, tr, backends, tt)))
 			defer front.Close()
 			res, err := http.Get(front.URL)
 			require.NoError(t, err)
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 			assert.Equal(t, tt.status, res.StatusCode)
 			assert.Equal(t, tt.want, retryhttp.HasRetrySignal(res.Header))
 			assert.LessOrEqual(t, len(res.Header.Values(retryhttp.RetrySignalHeader)), 1, "marked once")
@@ -319,8 +319,8 @@ func frontend(t *testing.T, tr http.RoundTripper, urls map[string]string, tt fro
 }
 
 func TestPushbackCircuitOpen(t *testing.T) {
-	dead := newCountingServer(t, always(503))
-	tr := newTransport(t, retryhttp.WithMaxRetries(0),
+	dead := testkit.NewCountingServer(t, testkit.Always(503))
+	tr := testkit.NewTransport(t, retryhttp.WithMaxRetries(0),
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1, OpenTimeout: time.Hour}))
 	h := inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, dead.URL, nil)
@@ -339,7 +339,7 @@ func TestPushbackCircuitOpen(t *testing.T) {
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 		assert.Equal(t, want, retryhttp.HasRetrySignal(w.Header()), "request %d", i+1)
 	}
-	assert.Equal(t, int64(1), dead.attempts.Load())
+	assert.Equal(t, int64(1), dead.Attempts.Load())
 }
 
 // TestPushbackConcurrent sends many requests at once through one handler:
@@ -348,12 +348,12 @@ func TestPushbackCircuitOpen(t *testing.T) {
 // failure are marked.
 func TestPushbackConcurrent(t *testing.T) {
 	urls := map[string]string{
-		"dead": newCountingServer(t, always(503)).URL,
-		"ok":   newCountingServer(t, always(200)).URL,
+		"dead": testkit.NewCountingServer(t, testkit.Always(503)).URL,
+		"ok":   testkit.NewCountingServer(t, testkit.Always(200)).URL,
 	}
 	// The dead backend's parked retries wait out MaxWait in microseconds
 	// (onFakeTime).
-	tr := newTransport(t, noDelay, onFakeTime())
+	tr := testkit.NewTransport(t, testkit.NoDelay, testkit.OnFakeTime())
 	front := httptest.NewServer(inbound.Pushback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		statuses := map[string]int{}
 		var mu sync.Mutex
@@ -377,7 +377,7 @@ func TestPushbackConcurrent(t *testing.T) {
 		w.WriteHeader(statuses[strings.TrimPrefix(r.URL.Path, "/")])
 	})))
 	defer front.Close()
-	client := &http.Client{Transport: newTransport(t, retryhttp.WithMaxRetries(0))}
+	client := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithMaxRetries(0))}
 
 	const n = 100
 	var wg sync.WaitGroup
@@ -394,7 +394,7 @@ func TestPushbackConcurrent(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			readAll(t, res)
+			testkit.ReadAll(t, res)
 			want := path == "dead"
 			assert.Equal(t, want, retryhttp.HasRetrySignal(res.Header), path)
 			if retryhttp.HasRetrySignal(res.Header) {
@@ -410,8 +410,8 @@ func TestPushbackConcurrent(t *testing.T) {
 // handlers rely on: http.Flusher, http.Hijacker, http.ResponseController,
 // informational statuses, and an implicit 200.
 func TestPushbackWriter(t *testing.T) {
-	dead := newCountingServer(t, always(503))
-	tr := newTransport(t, noDelay)
+	dead := testkit.NewCountingServer(t, testkit.Always(503))
+	tr := testkit.NewTransport(t, testkit.NoDelay)
 	giveUp := func(r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, dead.URL, nil)
 		res, err := tr.RoundTrip(req)
@@ -510,23 +510,4 @@ func assertSignal(t *testing.T, url string, status int, want bool) *http.Respons
 	assert.Equal(t, status, res.StatusCode)
 	assert.Equal(t, want, retryhttp.HasRetrySignal(res.Header))
 	return res
-}
-
-// TestPushbackHappyPathAddsNoAllocs checks that a request whose context carries
-// no Pushback, or one that succeeds, costs nothing: the transport's
-// happy path with a Pushback context allocates as it does without.
-func TestPushbackHappyPathAddsNoAllocs(t *testing.T) {
-	tr := retryhttp.New(retryhttp.WithTransport(memTransport{}))
-	var ctx context.Context
-	h := inbound.Pushback(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() }))
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-	get := func(ctx context.Context) func(string) (*http.Request, error) {
-		return func(url string) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		}
-	}
-	const url = "http://example.test/"
-	plain := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(context.Background())))
-	inside := testing.AllocsPerRun(100, mustRoundTrip(tr, url, get(ctx)))
-	assert.Equal(t, plain, inside)
 }

@@ -1,13 +1,13 @@
-package retryhttp_test
+package test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -24,22 +24,22 @@ func TestConnectionsClosedBetweenRequests(t *testing.T) {
 	const perKind = 20
 	tests := []struct {
 		name  string
-		start func(t *testing.T, h handlerFn) (*countingServer, *http.Transport)
+		start func(t *testing.T, h testkit.HandlerFn) (*testkit.CountingServer, *http.Transport)
 	}{
-		{name: "HTTP/2 idle timeout GOAWAY", start: func(t *testing.T, h handlerFn) (*countingServer, *http.Transport) {
-			srv := startServer(t, h, true, func(s *countingServer) { s.Config.IdleTimeout = 20 * time.Millisecond })
+		{name: "HTTP/2 idle timeout GOAWAY", start: func(t *testing.T, h testkit.HandlerFn) (*testkit.CountingServer, *http.Transport) {
+			srv := testkit.StartServer(t, h, true, func(s *testkit.CountingServer) { s.Config.IdleTimeout = 20 * time.Millisecond })
 			return srv, h2Base(t, srv.Server)
 		}},
-		{name: "HTTP/1.1 keep-alives turned off", start: func(t *testing.T, h handlerFn) (*countingServer, *http.Transport) {
-			var srv *countingServer
-			srv = startServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		{name: "HTTP/1.1 keep-alives turned off", start: func(t *testing.T, h testkit.HandlerFn) (*testkit.CountingServer, *http.Transport) {
+			var srv *testkit.CountingServer
+			srv = testkit.StartServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				srv.Config.SetKeepAlivesEnabled(n%2 == 0) // every other response ends its connection
 				h(n, w, r)
 			}, false, nil)
 			return srv, &http.Transport{}
 		}},
-		{name: "HTTP/1.1 idle connections closed", start: func(t *testing.T, h handlerFn) (*countingServer, *http.Transport) {
-			return startServer(t, h, false, closeIdle), &http.Transport{}
+		{name: "HTTP/1.1 idle connections closed", start: func(t *testing.T, h testkit.HandlerFn) (*testkit.CountingServer, *http.Transport) {
+			return testkit.StartServer(t, h, false, testkit.CloseIdle), &http.Transport{}
 		}},
 	}
 	for _, tt := range tests {
@@ -52,11 +52,11 @@ func TestConnectionsClosedBetweenRequests(t *testing.T) {
 					_, _ = w.Write(okBody)
 				})
 				t.Cleanup(base.CloseIdleConnections)
-				counted := &countingTransport{RoundTripper: base}
-				tr := newTransport(t, retryhttp.WithTransport(counted), noDelay)
+				counted := &testkit.CountingTransport{RoundTripper: base}
+				tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay)
 				var sent []byte
 				if k.body {
-					sent = payload(4 << 10)
+					sent = testkit.Payload(4 << 10)
 				}
 				for i := range perKind {
 					time.Sleep(time.Duration(1+i%3) * 10 * time.Millisecond) // 10, 20 or 30ms idle
@@ -64,24 +64,11 @@ func TestConnectionsClosedBetweenRequests(t *testing.T) {
 					wantBody(200, okBody)(t, res, err)
 				}
 
-				assert.Equal(t, int64(perKind), counted.attempts.Load(), "one attempt each")
-				assert.Equal(t, int64(perKind), srv.attempts.Load(), "each read once by the server")
-				assert.LessOrEqual(t, srv.conns.Load(), int64(perKind))
+				assert.Equal(t, int64(perKind), counted.Attempts.Load(), "one attempt each")
+				assert.Equal(t, int64(perKind), srv.Attempts.Load(), "each read once by the server")
+				assert.LessOrEqual(t, srv.Conns.Load(), int64(perKind))
 				sums.assertAll(t, sent, perKind)
 			})
-		}
-	}
-}
-
-// closeIdle makes a server close every connection as soon as it is idle,
-// after each response.
-func closeIdle(s *countingServer) {
-	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
-		switch st {
-		case http.StateNew:
-			s.conns.Add(1)
-		case http.StateIdle:
-			c.Close()
 		}
 	}
 }
@@ -98,29 +85,29 @@ func TestStaleKeepAliveConnectionIdempotentRetried(t *testing.T) {
 	for _, k := range requestKinds[:3] { // the idempotent kinds
 		t.Run(k.name, func(t *testing.T) {
 			var sums bodySums
-			srv := startServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+			srv := testkit.StartServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				sums.read(r)
 				_, _ = w.Write(okBody)
-			}, false, closeIdle)
+			}, false, testkit.CloseIdle)
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
-			counted := &countingTransport{RoundTripper: base}
+			counted := &testkit.CountingTransport{RoundTripper: base}
 			// The budget is not under test here (see
 			// TestBudgetLostConnectionRetriesRefundedOnSuccess): how many
 			// requests meet a stale connection depends on timing.
-			tr := newTransport(t, retryhttp.WithTransport(counted), noDelay, unlimitedBudget)
+			tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay, testkit.UnlimitedBudget)
 			var sent []byte
 			if k.body {
-				sent = payload(4 << 10)
+				sent = testkit.Payload(4 << 10)
 			}
 			for range n {
 				res, err := tr.RoundTrip(k.newRequest(t, context.Background(), srv.URL, sent))
 				wantBody(200, okBody)(t, res, err)
 			}
 
-			assert.Equal(t, int64(n), srv.attempts.Load(), "each read once by the server")
-			assert.GreaterOrEqual(t, counted.attempts.Load(), int64(n))
-			assert.LessOrEqual(t, counted.attempts.Load(), int64(2*n), "at most one retry each")
+			assert.Equal(t, int64(n), srv.Attempts.Load(), "each read once by the server")
+			assert.GreaterOrEqual(t, counted.Attempts.Load(), int64(n))
+			assert.LessOrEqual(t, counted.Attempts.Load(), int64(2*n), "at most one retry each")
 			sums.assertAll(t, sent, n)
 		})
 	}

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -157,13 +158,13 @@ func TestDNSFailureThroughResolver(t *testing.T) {
 				})
 				base := baseWithResolver(dns)
 				t.Cleanup(base.CloseIdleConnections)
-				counted := &countingTransport{RoundTripper: base}
-				var attempts attemptRecorder
-				tr := newTransport(t,
+				counted := &testkit.CountingTransport{RoundTripper: base}
+				var attempts testkit.AttemptRecorder
+				tr := testkit.NewTransport(t,
 					retryhttp.WithTransport(counted),
-					noDelay,
+					testkit.NoDelay,
 					retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
-						attempts.record(a)
+						attempts.Record(a)
 						return retryhttp.DefaultShouldRetryFn(a)
 					}),
 				)
@@ -181,10 +182,10 @@ func TestDNSFailureThroughResolver(t *testing.T) {
 				assert.Equal(t, tt.wantNotFound, dnsErr.IsNotFound)
 				assert.Equal(t, tt.wantTemporary, dnsErr.IsTemporary)
 				c.assertInvariants(t, counted, nil, want) // no server: no body to compare
-				assert.Equal(t, []int{1, 2, 3, 4}, attempts.get(), "every attempt failed on DNS and was retried")
+				assert.Equal(t, []int{1, 2, 3, 4}, attempts.Get(), "every attempt failed on DNS and was retried")
 				assert.GreaterOrEqual(t, dns.count(tt.giveHost+"."), int(want), "each attempt asked the responder")
-				if body, ok := c.req.Body.(*closeBody); ok {
-					assert.True(t, body.closed.Load(), "the caller's body closed")
+				if body, ok := c.req.Body.(*testkit.CloseBody); ok {
+					assert.True(t, body.Closed.Load(), "the caller's body closed")
 				}
 			})
 		})

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/inbound"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -57,14 +58,14 @@ func newChain(t *testing.T, cfg chainConfig, tail http.HandlerFunc) *chain {
 		return inbound.Pushback(count)
 	}
 	transport := func(i int) *retryhttp.Transport {
-		opts := append([]retryhttp.Option{noDelay}, cfg.opts...)
+		opts := append([]retryhttp.Option{testkit.NoDelay}, cfg.opts...)
 		if cfg.fakeTime {
-			opts = append(opts, onFakeTime())
+			opts = append(opts, testkit.OnFakeTime())
 		}
 		if cfg.bare == i {
 			opts = append(opts, cfg.bareOpts...)
 		}
-		return newTransport(t, opts...)
+		return testkit.NewTransport(t, opts...)
 	}
 	next := startHopServer(t, wrap(servers, tail))
 	for i := servers - 1; i >= 1; i-- {
@@ -147,13 +148,15 @@ var (
 // are exact even with concurrent requests: nothing succeeds, so each
 // Transport's budget allows exactly its 10 retries, and the signal stops
 // every other one. With parking on (the defaults), each budget adds at
-// most the probes of its parked retries (retryhttp.MaxProbes): want is
+// most the probes of its parked retries (testkit.MaxProbes): want is
 // then a floor, and want plus MaxProbes per budget on the way a ceiling.
 func TestChainDeadTail(t *testing.T) {
 	// A budget of its own for each case: a budget shared by the cases
 	// would find, when a closed server's port is given again to a later
 	// case's server, the host's bucket spent by the earlier case.
-	parkingOff := func() []retryhttp.Option { return []retryhttp.Option{noParking(retryhttp.RetryBudgetOptions{})} }
+	parkingOff := func() []retryhttp.Option {
+		return []retryhttp.Option{testkit.NoParking(retryhttp.RetryBudgetOptions{})}
+	}
 	tests := []struct {
 		name     string
 		cfg      chainConfig
@@ -227,7 +230,7 @@ func TestChainDeadTail(t *testing.T) {
 			for i := range got {
 				budgets := (tt.want[i] - int64(tt.requests) + 9) / 10
 				assert.GreaterOrEqual(t, got[i], tt.want[i], "S%d", i+1)
-				assert.LessOrEqual(t, got[i], tt.want[i]+budgets*int64(retryhttp.MaxProbes), "S%d", i+1)
+				assert.LessOrEqual(t, got[i], tt.want[i]+budgets*int64(testkit.MaxProbes), "S%d", i+1)
 			}
 		})
 	}
@@ -240,7 +243,7 @@ func TestChainDeadTailSignalReachesClient(t *testing.T) {
 	c := newChain(t, chainConfig{}, deadTail)
 	res, err := c.client.Get(c.url)
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	assert.True(t, retryhttp.HasRetrySignal(res.Header))
 	assert.Equal(t, int64(1), c.hits[0].Load())

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 )
@@ -19,7 +20,7 @@ import (
 // Transports made per client without WithRetryBudget share the process's
 // default budget; the test gives them one budget of their own, shared, to
 // stand for it. With parking on, a budget's parked retries add at most
-// their probes (retryhttp.MaxProbes) to its ten retries; they wait out
+// their probes (testkit.MaxProbes) to its ten retries; they wait out
 // their bounds (MaxWait) on a clock that jumps to the end of every wait
 // (retryhttp.NewAutoFakeTime, as onFakeTime), shared by the budget and the
 // Transports that use it, in microseconds instead of seconds.
@@ -43,11 +44,11 @@ func TestAmplificationDeadBackend(t *testing.T) {
 		{name: "no retries (WithMaxRetries(0))", perClient: 20, opts: []retryhttp.Option{retryhttp.WithMaxRetries(0)}, want: 1},
 		{
 			name: "retryhttp defaults, a Transport per client", fakeTime: true,
-			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: retryhttp.MaxProbes,
+			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: testkit.MaxProbes,
 		},
 		{
 			name: "retryhttp defaults, one Transport shared by the clients", shared: true, fakeTime: true,
-			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: retryhttp.MaxProbes,
+			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: testkit.MaxProbes,
 		},
 		{
 			name: "parking off, a budget per Transport (per client)", ownNoParking: true,
@@ -72,28 +73,28 @@ func TestAmplificationDeadBackend(t *testing.T) {
 					retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Clock: c})),
 				}
 			}
-			srv := deadServer(t)
-			shared := newClient(t, opts...)
+			srv := testkit.DeadServer(t)
+			shared := testkit.NewClient(t, opts...)
 			var wg sync.WaitGroup
 			for range clients {
 				c := shared
 				switch {
 				case tt.ownNoParking:
-					c = newClient(t, noParking(retryhttp.RetryBudgetOptions{}))
+					c = testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{}))
 				case !tt.shared:
-					c = newClient(t, opts...)
+					c = testkit.NewClient(t, opts...)
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for range n {
-						assert.Equal(t, http.StatusServiceUnavailable, get(t, c, srv.URL))
+						assert.Equal(t, http.StatusServiceUnavailable, testkit.Get(t, c, srv.URL))
 					}
 				}()
 			}
 			wg.Wait()
 
-			got := float64(srv.attempts.Load()) / float64(clients*n)
+			got := float64(srv.Attempts.Load()) / float64(clients*n)
 			t.Logf("| %s | %.3f× |", tt.name, got)
 			assert.GreaterOrEqual(t, got, tt.want-1e-9)
 			assert.LessOrEqual(t, got, tt.want+float64(tt.probes)/float64(clients*n)+1e-9)

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,21 +42,14 @@ func (b *bodySums) assertAll(t *testing.T, sent []byte, n int) {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	assert.Equal(t, repeat(sha256.Sum256(sent), n), b.sums, "request bodies byte-identical")
+	assert.Equal(t, testkit.Repeat(sha256.Sum256(sent), n), b.sums, "request bodies byte-identical")
 }
-
-// connKey is the context key under which newH2Server puts each request's
-// connection.
-type connKey struct{}
-
-// connOf returns the TLS connection r arrived on.
-func connOf(r *http.Request) net.Conn { return r.Context().Value(connKey{}).(net.Conn) }
 
 // newH2Server starts a countingServer speaking HTTP/2 over TLS on loopback.
 // If wrap is not nil, it wraps the listener first.
-func newH2Server(t *testing.T, h handlerFn, wrap func(net.Listener) net.Listener) *countingServer {
+func newH2Server(t *testing.T, h testkit.HandlerFn, wrap func(net.Listener) net.Listener) *testkit.CountingServer {
 	t.Helper()
-	return startServer(t, h, true, func(s *countingServer) {
+	return testkit.StartServer(t, h, true, func(s *testkit.CountingServer) {
 		if wrap != nil {
 			s.Listener = wrap(s.Listener)
 		}
@@ -84,7 +78,7 @@ func (h2StreamError) Error() string { return "stream error" }
 // h2Fault is a fault of the first request to an HTTP/2 server; later requests
 // are answered 200 with okBody. With next, they go to another server.
 type h2Fault struct {
-	fault    func(srv *countingServer, w http.ResponseWriter, r *http.Request)
+	fault    func(srv *testkit.CountingServer, w http.ResponseWriter, r *http.Request)
 	wrap     func(net.Listener) net.Listener
 	next     bool
 	checkErr func(t *testing.T, err error) // the error of the first attempt
@@ -97,7 +91,7 @@ func runH2Fault(t *testing.T, f h2Fault) {
 	for i, k := range requestKinds {
 		t.Run(k.name, func(t *testing.T) {
 			var sums bodySums
-			var srv *countingServer
+			var srv *testkit.CountingServer
 			srv = newH2Server(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				sums.read(r)
 				if n == 1 {
@@ -122,9 +116,9 @@ func runH2Fault(t *testing.T, f h2Fault) {
 					return dialer.DialContext(ctx, network, addr)
 				}
 			}
-			counted := &countingTransport{RoundTripper: base}
+			counted := &testkit.CountingTransport{RoundTripper: base}
 			var firstErr atomic.Pointer[error]
-			tr := newTransport(t, retryhttp.WithTransport(counted), noDelay,
+			tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay,
 				retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
 					if a.Count == 1 {
 						firstErr.Store(&a.Err)
@@ -133,12 +127,12 @@ func runH2Fault(t *testing.T, f h2Fault) {
 				}))
 			var sent []byte
 			if k.body {
-				sent = payload(16 << 10)
+				sent = testkit.Payload(16 << 10)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), matrixDeadline)
 			defer cancel()
 			req := k.newRequest(t, ctx, srv.URL, sent)
-			before := snapshot(req)
+			before := testkit.Snapshot(req)
 
 			res, err := tr.RoundTrip(req)
 
@@ -152,10 +146,10 @@ func runH2Fault(t *testing.T, f h2Fault) {
 				assert.Nil(t, res)
 				f.checkErr(t, err)
 			}
-			assert.Equal(t, want, counted.attempts.Load(), "attempts")
-			requests := srv.attempts.Load()
+			assert.Equal(t, want, counted.Attempts.Load(), "attempts")
+			requests := srv.Attempts.Load()
 			if f.next {
-				requests += served.attempts.Load()
+				requests += served.Attempts.Load()
 			}
 			assert.Equal(t, want, requests, "requests the servers read")
 			sums.assertAll(t, sent, int(want))
@@ -169,7 +163,7 @@ func runH2Fault(t *testing.T, f h2Fault) {
 // was not recognised, so an idempotent GET was never retried.
 func TestH2StreamResetBeforeResponseRetriedWhenIdempotent(t *testing.T) {
 	runH2Fault(t, h2Fault{
-		fault: func(*countingServer, http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) },
+		fault: func(*testkit.CountingServer, http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) },
 		checkErr: func(t *testing.T, err error) {
 			var se h2StreamError
 			require.ErrorAs(t, err, &se)
@@ -180,8 +174,8 @@ func TestH2StreamResetBeforeResponseRetriedWhenIdempotent(t *testing.T) {
 
 func TestH2ConnectionClosedMidFlight(t *testing.T) {
 	runH2Fault(t, h2Fault{
-		fault: func(_ *countingServer, _ http.ResponseWriter, r *http.Request) {
-			connOf(r).Close() // no GOAWAY: the client reads an early EOF
+		fault: func(_ *testkit.CountingServer, _ http.ResponseWriter, r *http.Request) {
+			testkit.ConnOf(r).Close() // no GOAWAY: the client reads an early EOF
 			<-r.Context().Done()
 		},
 		// An early EOF, or a reset when the server's socket still held
@@ -200,7 +194,7 @@ func TestH2GoAwayThenCloseMidFlightRetriedWhenIdempotent(t *testing.T) {
 	runH2Fault(t, h2Fault{
 		wrap: watch.wrap,
 		next: true, // the shut-down server accepts no more connections
-		fault: func(srv *countingServer, _ http.ResponseWriter, r *http.Request) {
+		fault: func(srv *testkit.CountingServer, _ http.ResponseWriter, r *http.Request) {
 			written := watch.arm()
 			go func() { _ = srv.Config.Shutdown(context.Background()) }() // sends GOAWAY
 			select {
@@ -208,7 +202,7 @@ func TestH2GoAwayThenCloseMidFlightRetriedWhenIdempotent(t *testing.T) {
 				time.Sleep(50 * time.Millisecond) // let the frame reach the client
 			case <-time.After(5 * time.Second):
 			}
-			connOf(r).Close()
+			testkit.ConnOf(r).Close()
 			<-r.Context().Done()
 		},
 		checkErr: func(t *testing.T, err error) {
@@ -273,26 +267,26 @@ func TestH2GoAwayInFlightCompletes(t *testing.T) {
 	for _, k := range requestKinds {
 		t.Run(k.name, func(t *testing.T) {
 			var sums bodySums
-			var srv *countingServer
+			var srv *testkit.CountingServer
 			srv = newH2Server(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 				sums.read(r)
 				go func() { _ = srv.Config.Shutdown(context.Background()) }()
 				time.Sleep(100 * time.Millisecond) // GOAWAY goes out meanwhile
 				_, _ = w.Write(okBody)
 			}, nil)
-			counted := &countingTransport{RoundTripper: h2Base(t, srv.Server)}
-			tr := newTransport(t, retryhttp.WithTransport(counted), noDelay)
+			counted := &testkit.CountingTransport{RoundTripper: h2Base(t, srv.Server)}
+			tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay)
 			var sent []byte
 			if k.body {
-				sent = payload(16 << 10)
+				sent = testkit.Payload(16 << 10)
 			}
 			req := k.newRequest(t, context.Background(), srv.URL, sent)
 
 			res, err := tr.RoundTrip(req)
 
 			wantBody(200, okBody)(t, res, err)
-			assert.Equal(t, int64(1), counted.attempts.Load())
-			assert.Equal(t, int64(1), srv.attempts.Load())
+			assert.Equal(t, int64(1), counted.Attempts.Load())
+			assert.Equal(t, int64(1), srv.Attempts.Load())
 			sums.assertAll(t, sent, 1)
 		})
 	}

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -43,9 +44,9 @@ func runKinds(t *testing.T, f func(t *testing.T, i int, k requestKind)) {
 // runFaultCase sends it: a 16 KiB body if the kind has one, the matrix
 // deadline. It keeps what the invariants are checked against.
 type kindCall struct {
-	sent    []byte          // the body the caller sent, nil without one
-	req     *http.Request   // the caller's request
-	before  requestSnapshot // req before RoundTrip
+	sent    []byte                  // the body the caller sent, nil without one
+	req     *http.Request           // the caller's request
+	before  testkit.RequestSnapshot // req before RoundTrip
 	res     *http.Response
 	err     error
 	elapsed time.Duration
@@ -59,10 +60,10 @@ func callKind(t *testing.T, rt http.RoundTripper, k requestKind, url string) *ki
 	t.Cleanup(cancel)
 	c := &kindCall{}
 	if k.body {
-		c.sent = payload(16 << 10)
+		c.sent = testkit.Payload(16 << 10)
 	}
 	c.req = k.newRequest(t, ctx, url, c.sent)
-	c.before = snapshot(c.req)
+	c.before = testkit.Snapshot(c.req)
 	start := time.Now()
 	c.res, c.err = rt.RoundTrip(c.req)
 	c.elapsed = time.Since(start)
@@ -75,9 +76,9 @@ func callKind(t *testing.T, rt http.RoundTripper, k requestKind, url string) *ki
 // sums is not nil, that the server read want bodies, each byte-identical to
 // the one sent (a). The caller checks the response body, as it depends on the
 // case.
-func (c *kindCall) assertInvariants(t *testing.T, counted *countingTransport, sums *bodySums, want int64) {
+func (c *kindCall) assertInvariants(t *testing.T, counted *testkit.CountingTransport, sums *bodySums, want int64) {
 	t.Helper()
-	assert.Equal(t, want, counted.attempts.Load(), "attempts")
+	assert.Equal(t, want, counted.Attempts.Load(), "attempts")
 	if sums != nil {
 		sums.assertAll(t, c.sent, int(want))
 	}
@@ -87,7 +88,7 @@ func (c *kindCall) assertInvariants(t *testing.T, counted *countingTransport, su
 
 // retryAfterBody is the body of the 503s of TestHostileRetryAfter: the last
 // one must reach the caller intact.
-var retryAfterBody = payload(4 << 10)
+var retryAfterBody = testkit.Payload(4 << 10)
 
 func TestHostileRetryAfter(t *testing.T) {
 	backoff := func(t *testing.T, waits []time.Duration) {
@@ -133,7 +134,7 @@ func TestHostileRetryAfter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			runKinds(t, func(t *testing.T, i int, k requestKind) {
 				var sums bodySums
-				srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 					sums.read(r)
 					w.Header()["Retry-After"] = tt.giveValues
 					w.WriteHeader(503)
@@ -141,9 +142,9 @@ func TestHostileRetryAfter(t *testing.T) {
 				})
 				base := &http.Transport{}
 				t.Cleanup(base.CloseIdleConnections)
-				counted := &countingTransport{RoundTripper: base}
-				tr := newTransport(t, retryhttp.WithTransport(counted))
-				clock := fakeWaits(tr)
+				counted := &testkit.CountingTransport{RoundTripper: base}
+				tr := testkit.NewTransport(t, retryhttp.WithTransport(counted))
+				clock := testkit.FakeWaits(tr)
 
 				c := callKind(t, tr, k, srv.URL)
 
@@ -151,8 +152,8 @@ func TestHostileRetryAfter(t *testing.T) {
 				wantBody(503, retryAfterBody)(t, c.res, c.err) // the last response, intact
 				assert.Less(t, c.elapsed, 2*time.Second, "no real wait")
 				c.assertInvariants(t, counted, &sums, want)
-				assert.Equal(t, want, srv.attempts.Load(), "requests the server read")
-				assert.LessOrEqual(t, srv.conns.Load(), want, "at most one connection per attempt")
+				assert.Equal(t, want, srv.Attempts.Load(), "requests the server read")
+				assert.LessOrEqual(t, srv.Conns.Load(), want, "at most one connection per attempt")
 				tt.wantWaits(t, clock.Sleeps())
 			})
 		})
@@ -174,7 +175,7 @@ func TestDiscardedEndlessBodiesKeepConnectionsBounded(t *testing.T) {
 		var sums bodySums
 		var mu sync.Mutex
 		var written []int64
-		srv := newCountingServer(t, func(a int64, w http.ResponseWriter, r *http.Request) {
+		srv := testkit.NewCountingServer(t, func(a int64, w http.ResponseWriter, r *http.Request) {
 			sums.read(r)
 			if a%2 == 0 {
 				_, _ = w.Write(okBody)
@@ -185,7 +186,7 @@ func TestDiscardedEndlessBodiesKeepConnectionsBounded(t *testing.T) {
 			}
 			w.WriteHeader(503)
 			var sum int64
-			chunk := payload(32 << 10)
+			chunk := testkit.Payload(32 << 10)
 			for r.Context().Err() == nil && sum < 1<<30 {
 				m, err := w.Write(chunk)
 				sum += int64(m)
@@ -199,8 +200,8 @@ func TestDiscardedEndlessBodiesKeepConnectionsBounded(t *testing.T) {
 		})
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		counted := &countingTransport{RoundTripper: base}
-		tr := newTransport(t, retryhttp.WithTransport(counted), noDelay, unlimitedBudget) // every request retried on purpose
+		counted := &testkit.CountingTransport{RoundTripper: base}
+		tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay, testkit.UnlimitedBudget) // every request retried on purpose
 
 		start := time.Now()
 		for range n {
@@ -216,14 +217,14 @@ func TestDiscardedEndlessBodiesKeepConnectionsBounded(t *testing.T) {
 		}
 
 		assert.Less(t, time.Since(start), 20*time.Second)
-		assert.Equal(t, int64(2*n), counted.attempts.Load(), "one retry each, no more")
-		assert.Equal(t, int64(2*n), srv.attempts.Load(), "requests the server read")
+		assert.Equal(t, int64(2*n), counted.Attempts.Load(), "one retry each, no more")
+		assert.Equal(t, int64(2*n), srv.Attempts.Load(), "requests the server read")
 		var sent []byte
 		if k.body {
-			sent = payload(16 << 10) // what callKind sends
+			sent = testkit.Payload(16 << 10) // what callKind sends
 		}
 		sums.assertAll(t, sent, 2*n)
-		assert.LessOrEqual(t, srv.conns.Load(), int64(n+1), "each endless body costs one connection, no more")
+		assert.LessOrEqual(t, srv.Conns.Load(), int64(n+1), "each endless body costs one connection, no more")
 		tr.CloseIdleConnections()
 		srv.Close() // waits for the handlers
 		mu.Lock()
@@ -258,7 +259,7 @@ func TestTenThousandHeaders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			runKinds(t, func(t *testing.T, i int, k requestKind) {
 				var sums bodySums
-				srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 					sums.read(r)
 					for i := range 10000 {
 						w.Header().Set(fmt.Sprintf("X-Header-%05d", i), "some value")
@@ -268,9 +269,9 @@ func TestTenThousandHeaders(t *testing.T) {
 				})
 				base := &http.Transport{MaxResponseHeaderBytes: tt.giveLimit}
 				t.Cleanup(base.CloseIdleConnections)
-				counted := &countingTransport{RoundTripper: base}
+				counted := &testkit.CountingTransport{RoundTripper: base}
 				var asked atomic.Int64
-				tr := newTransport(t, retryhttp.WithTransport(counted), noDelay,
+				tr := testkit.NewTransport(t, retryhttp.WithTransport(counted), testkit.NoDelay,
 					retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
 						asked.Add(1)
 						return retryhttp.DefaultShouldRetryFn(a)
@@ -280,7 +281,7 @@ func TestTenThousandHeaders(t *testing.T) {
 
 				want := tt.wantAttempts[i]
 				c.assertInvariants(t, counted, &sums, want)
-				assert.Equal(t, want, srv.attempts.Load(), "requests the server read")
+				assert.Equal(t, want, srv.Attempts.Load(), "requests the server read")
 				assert.Equal(t, want, asked.Load(), "the policy asked after every attempt")
 				if tt.wantErr != "" {
 					assert.Nil(t, c.res)
@@ -292,7 +293,7 @@ func TestTenThousandHeaders(t *testing.T) {
 				require.NoError(t, c.err)
 				assert.Equal(t, tt.giveStatus, c.res.StatusCode)
 				assert.Len(t, c.res.Header.Values("X-Header-09999"), 1)
-				assert.Equal(t, "body", readAll(t, c.res))
+				assert.Equal(t, "body", testkit.ReadAll(t, c.res))
 			})
 		})
 	}

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -91,11 +92,11 @@ func (p *connectProxy) tunnel(c net.Conn) {
 
 // proxiedTransport is a transport whose base reaches srv (HTTPS) through
 // proxy's tunnels.
-func proxiedTransport(t *testing.T, srv *countingServer, proxy *connectProxy) *retryhttp.Transport {
+func proxiedTransport(t *testing.T, srv *testkit.CountingServer, proxy *connectProxy) *retryhttp.Transport {
 	base := srv.Client().Transport.(*http.Transport).Clone()
 	base.Proxy = http.ProxyURL(proxy.url())
 	t.Cleanup(base.CloseIdleConnections)
-	return newTransport(t, noDelay, retryhttp.WithTransport(base))
+	return testkit.NewTransport(t, testkit.NoDelay, retryhttp.WithTransport(base))
 }
 
 func TestRefusedTunnelRetriedForEveryMethod(t *testing.T) {
@@ -104,20 +105,20 @@ func TestRefusedTunnelRetriedForEveryMethod(t *testing.T) {
 	for _, status := range []int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			t.Run(http.StatusText(status)+"/"+method, func(t *testing.T) {
-				srv := startServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				srv := testkit.StartServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 					body, _ := io.ReadAll(r.Body)
 					_, _ = w.Write(body)
 				}, true, nil)
 				proxy := newConnectProxy(t, status, 1)
 				tr := proxiedTransport(t, srv, proxy)
 
-				res, err := tr.RoundTrip(httptestRequest(t, method, srv.URL, strings.NewReader("payload")))
+				res, err := tr.RoundTrip(testkit.NewRequest(t, method, srv.URL, strings.NewReader("payload")))
 				require.NoError(t, err)
 
 				assert.Equal(t, http.StatusOK, res.StatusCode)
-				assert.Equal(t, "payload", readAll(t, res))
+				assert.Equal(t, "payload", testkit.ReadAll(t, res))
 				assert.EqualValues(t, 2, proxy.connects.Load(), "refused, then opened")
-				assert.EqualValues(t, 1, srv.attempts.Load(), "the server saw the request once")
+				assert.EqualValues(t, 1, srv.Attempts.Load(), "the server saw the request once")
 			})
 		}
 	}
@@ -125,14 +126,14 @@ func TestRefusedTunnelRetriedForEveryMethod(t *testing.T) {
 
 func TestForbiddenTunnelNotRetried(t *testing.T) {
 	// A 403 to CONNECT is the proxy's policy, not a passing failure.
-	srv := startServer(t, always(200), true, nil)
+	srv := testkit.StartServer(t, testkit.Always(200), true, nil)
 	proxy := newConnectProxy(t, http.StatusForbidden, 10)
 	tr := proxiedTransport(t, srv, proxy)
 
-	res, err := tr.RoundTrip(httptestRequest(t, http.MethodGet, srv.URL, nil))
+	res, err := tr.RoundTrip(testkit.NewRequest(t, http.MethodGet, srv.URL, nil))
 
 	assert.Nil(t, res)
 	require.Error(t, err)
 	assert.EqualValues(t, 1, proxy.connects.Load())
-	assert.Zero(t, srv.attempts.Load())
+	assert.Zero(t, srv.Attempts.Load())
 }

@@ -1,4 +1,4 @@
-package retryhttp_test
+package testkit
 
 import (
 	"os"
@@ -20,9 +20,9 @@ import (
 // so that a change of one allocation in net/http does not fail them).
 // bench/storm/figures_test.go does the same for docs/performance.md.
 
-// docFigures returns the figures marked in a document, by key. A key
+// DocFigures returns the figures marked in a document, by key. A key
 // marked twice must carry the same value.
-func docFigures(t *testing.T, path string) map[string]string {
+func DocFigures(t *testing.T, path string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -37,12 +37,12 @@ func docFigures(t *testing.T, path string) map[string]string {
 	return figs
 }
 
-// checkDocFigures checks that every figure marked in path whose key starts
+// CheckDocFigures checks that every figure marked in path whose key starts
 // with prefix is one of measured, formatted as the doc writes counts
 // (1,234), and that every measured figure is marked.
-func checkDocFigures(t *testing.T, path, prefix string, measured map[string]int64) {
+func CheckDocFigures(t *testing.T, path, prefix string, measured map[string]int64) {
 	t.Helper()
-	figs := docFigures(t, path)
+	figs := DocFigures(t, path)
 	for key, value := range figs {
 		if !strings.HasPrefix(key, prefix) {
 			continue
@@ -81,17 +81,4 @@ func withCommas(n int64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-// TestReliabilityDocCounts checks the soak test's counts in
-// docs/reliability.md against its failure schedule (TestSoak checks that a
-// run reaches them).
-func TestReliabilityDocCounts(t *testing.T) {
-	const total = 10000
-	c := soakSchedule(total)
-	checkDocFigures(t, "docs/reliability.md", "soak ", map[string]int64{
-		"soak requests":  total,
-		"soak attempts":  c.attempts,
-		"soak exhausted": c.exhausted,
-	})
 }

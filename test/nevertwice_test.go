@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,7 +69,7 @@ func TestNeverTwiceServerDiesThenRefuses(t *testing.T) {
 			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base),
 				retryhttp.WithRetryBudget(nil)}, k.options...)...)
 			restarted := false
-			retryhttp.WithClock(onWait{retryhttptest.NewClock(time.Now()), func() {
+			retryhttp.WithClock(testkit.OnWait{Clock: retryhttptest.NewClock(time.Now()), Fn: func() {
 				if !restarted { // the refusing window ends during the wait
 					restarted = true
 					srv.restart()
@@ -78,7 +79,7 @@ func TestNeverTwiceServerDiesThenRefuses(t *testing.T) {
 
 			res, err := tr.RoundTrip(neverTwiceRequest(t, k.method, srv.url(), k.body, k.header))
 			if err == nil {
-				readAll(t, res)
+				testkit.ReadAll(t, res)
 			}
 			assert.Equal(t, k.want, srv.effects(), "side effects at the server (err %v)", err)
 			if k.want == 1 {
@@ -100,12 +101,12 @@ func TestNeverTwiceServerDiesThenAnswers(t *testing.T) {
 			t.Cleanup(base.CloseIdleConnections)
 			tr := retryhttp.New(append([]retryhttp.Option{retryhttp.WithTransport(base),
 				retryhttp.WithRetryBudget(nil)}, k.options...)...)
-			fakeWaits(tr)
+			testkit.FakeWaits(tr)
 			warm(t, tr, srv.url())
 
 			res, err := tr.RoundTrip(neverTwiceRequest(t, k.method, srv.url(), k.body, k.header))
 			if err == nil {
-				readAll(t, res)
+				testkit.ReadAll(t, res)
 			}
 			assert.Equal(t, k.want, srv.effects(), "side effects at the server (err %v)", err)
 			if k.want == 1 {
@@ -122,7 +123,7 @@ func warm(t *testing.T, tr http.RoundTripper, url string) {
 	require.NoError(t, err)
 	res, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, res))
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
 }
 
 func neverTwiceRequest(t *testing.T, method, url, body string, h http.Header) *http.Request {
@@ -166,34 +167,34 @@ func (b replayingBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // never left only if nothing below sent it first. Whatever base transport
 // replays a written POST and fails to dial, the transport does not retry it.
 func TestDialErrorAfterWriteIsNoProof(t *testing.T) {
-	srv := newRawServer(t, func(n int64) reply { return replyReset })
+	srv := testkit.NewRawServer(t, func(n int64) testkit.Reply { return testkit.ReplyReset })
 	real := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(real.CloseIdleConnections)
-	tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
+	tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: testkit.RefusedAddr(t)}),
 		retryhttp.WithRetryBudget(nil))
-	fakeWaits(tr)
+	testkit.FakeWaits(tr)
 
-	_, err := tr.RoundTrip(neverTwiceRequest(t, http.MethodPost, srv.url(), "charge", nil))
+	_, err := tr.RoundTrip(neverTwiceRequest(t, http.MethodPost, srv.URL(), "charge", nil))
 	require.Error(t, err)
-	assert.Equal(t, int64(1), srv.requests.Load(), "the POST was written once and is not retried")
+	assert.Equal(t, int64(1), srv.Requests.Load(), "the POST was written once and is not retried")
 
 	// A GET written the same way is retried: it is idempotent.
-	srv2 := newRawServer(t, func(n int64) reply { return replyReset })
-	tr2 := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: refusedAddr(t)}),
+	srv2 := testkit.NewRawServer(t, func(n int64) testkit.Reply { return testkit.ReplyReset })
+	tr2 := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: testkit.RefusedAddr(t)}),
 		retryhttp.WithRetryBudget(nil))
-	fakeWaits(tr2)
-	_, err = tr2.RoundTrip(neverTwiceRequest(t, http.MethodGet, srv2.url(), "", nil))
+	testkit.FakeWaits(tr2)
+	_, err = tr2.RoundTrip(neverTwiceRequest(t, http.MethodGet, srv2.URL(), "", nil))
 	require.Error(t, err)
-	assert.Equal(t, int64(1+retryhttp.DefaultMaxRetries), srv2.requests.Load())
+	assert.Equal(t, int64(1+retryhttp.DefaultMaxRetries), srv2.Requests.Load())
 
 	// A POST that never reached any server is still retried, as always.
 	tr3 := retryhttp.New(retryhttp.WithRetryBudget(nil))
-	fakeWaits(tr3)
+	testkit.FakeWaits(tr3)
 	var dials atomic.Int64
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		ConnectStart: func(string, string) { dials.Add(1) },
 	})
-	req := neverTwiceRequest(t, http.MethodPost, "http://"+refusedAddr(t), "charge", nil).WithContext(ctx)
+	req := neverTwiceRequest(t, http.MethodPost, "http://"+testkit.RefusedAddr(t), "charge", nil).WithContext(ctx)
 	_, err = tr3.RoundTrip(req)
 	require.Error(t, err)
 	assert.Equal(t, int64(1+retryhttp.DefaultMaxRetries), dials.Load(), "a refused POST is retried; the caller's trace still runs")
@@ -205,16 +206,16 @@ func TestDialErrorAfterWriteIsNoProof(t *testing.T) {
 // sent, and a server reads it under its usual name.
 func TestInjectedKeyReadable(t *testing.T) {
 	var atServer, inPolicy atomic.Value
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		atServer.Store(r.Header.Get("Idempotency-Key"))
 	})
-	tr := newTransport(t, retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
+	tr := testkit.NewTransport(t, retryhttp.WithShouldRetryFn(func(a retryhttp.Attempt) bool {
 		inPolicy.Store(retryhttp.IdempotencyKey(a.Req))
 		return false
 	}))
 	res, err := tr.RoundTrip(neverTwiceRequest(t, http.MethodPost, srv.URL, "x", nil))
 	require.NoError(t, err)
-	readAll(t, res)
+	testkit.ReadAll(t, res)
 	assert.Len(t, atServer.Load(), 36, "a UUID under Idempotency-Key")
 	assert.Equal(t, atServer.Load(), inPolicy.Load())
 
@@ -231,12 +232,12 @@ func TestInjectedKeyReadable(t *testing.T) {
 // the request's context reports its deadline. A request stopped by its
 // caller's deadline reports StopCanceled, always.
 func TestClientTimeoutReportsCanceled(t *testing.T) {
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	})
 	var mu sync.Mutex
 	reasons := map[retryhttp.StopReason]int{}
-	tr := newTransport(t, retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+	tr := testkit.NewTransport(t, retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
 		if !d.Retry {
 			mu.Lock()
 			reasons[d.Reason]++
@@ -262,4 +263,93 @@ func TestClientTimeoutReportsCanceled(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, map[retryhttp.StopReason]int{retryhttp.StopCanceled: n}, reasons)
+}
+
+// TestWriteWatchStillStopsRetry: a POST whose headers were written to a
+// loopback server that then reset the connection, and that a base below
+// the transport replayed into a dial error, is not retried, with keys on
+// (the copy holds the watch), off (the watch holds the copy), and with a
+// ClientTrace of the caller's (composed with the watch's), which still runs.
+func TestWriteWatchStillStopsRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		keys  bool
+		trace bool
+	}{
+		{"keys on", true, false},
+		{"keys off", false, false},
+		{"keys on, caller trace", true, true},
+		{"keys off, caller trace", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testkit.NewRawServer(t, func(n int64) testkit.Reply { return testkit.ReplyReset })
+			real := &http.Transport{DisableKeepAlives: true}
+			t.Cleanup(real.CloseIdleConnections)
+			tr := retryhttp.New(retryhttp.WithTransport(replayingBase{real: real, refused: testkit.RefusedAddr(t)}),
+				retryhttp.WithRetryBudget(nil), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: !tc.keys}))
+			testkit.FakeWaits(tr)
+			req := neverTwiceRequest(t, http.MethodPost, srv.URL(), "charge", nil)
+			var wrote atomic.Int64
+			if tc.trace {
+				req = req.WithContext(httptrace.WithClientTrace(context.Background(),
+					&httptrace.ClientTrace{WroteHeaders: func() { wrote.Add(1) }}))
+			}
+			res, err := tr.RoundTrip(req)
+			require.Error(t, err)
+			assert.Nil(t, res)
+			assert.Contains(t, err.Error(), "resent by a lower layer", "the dial error is marked as following a write")
+			assert.Equal(t, int64(1), srv.Requests.Load(), "the POST was written once and is not retried")
+			if tc.trace {
+				assert.Equal(t, int64(1), wrote.Load(), "the caller's trace still runs")
+			}
+		})
+	}
+}
+
+// dyingServer is a testkit.RawServer that dies: request 1 warms a keep-alive
+// connection up; request 2, the one under test, is acted on, and then the
+// server closes the connection without answering and, with refuse, its
+// listener, so that the port refuses connections until restart. Every
+// request after the warm-up counts as a side effect, the restarted
+// server's included.
+type dyingServer struct {
+	t       *testing.T
+	first   atomic.Pointer[testkit.RawServer]
+	servers []*testkit.RawServer // the first, and the restarted one
+}
+
+func newDyingServer(t *testing.T, refuse bool) *dyingServer {
+	t.Helper()
+	d := &dyingServer{t: t}
+	first := testkit.NewRawServer(t, func(n int64) testkit.Reply {
+		if n != 2 {
+			return testkit.ReplyWith(http.StatusOK, []byte("ok"))
+		}
+		return func(*net.TCPConn) bool { // die before answering
+			if refuse {
+				d.first.Load().Listener().Close()
+			}
+			return false
+		}
+	})
+	d.first.Store(first)
+	d.servers = []*testkit.RawServer{first}
+	return d
+}
+
+func (d *dyingServer) url() string { return d.servers[0].URL() }
+
+// restart listens again on the same port, as a restarted server does.
+func (d *dyingServer) restart() {
+	d.servers = append(d.servers, testkit.NewRawServerAt(d.t, d.servers[0].Listener().Addr().String(),
+		func(int64) testkit.Reply { return testkit.ReplyWith(http.StatusOK, []byte("ok")) }))
+}
+
+// effects returns the side effects so far: every request but the warm-up.
+func (d *dyingServer) effects() int64 {
+	n := int64(-1)
+	for _, s := range d.servers {
+		n += s.Requests.Load()
+	}
+	return n
 }

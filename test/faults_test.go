@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -53,7 +54,7 @@ func (k requestKind) newRequest(t *testing.T, ctx context.Context, url string, b
 	case k.body && k.getBody:
 		r = bytes.NewReader(body)
 	case k.body:
-		r = &closeBody{Reader: bytes.NewReader(body)}
+		r = &testkit.CloseBody{Reader: bytes.NewReader(body)}
 	}
 	req, err := http.NewRequestWithContext(ctx, k.method, url, r)
 	require.NoError(t, err)
@@ -71,10 +72,10 @@ const (
 )
 
 // okBody is the body of the normal answer, which must reach the caller intact.
-var okBody = payload(8 << 10)
+var okBody = testkit.Payload(8 << 10)
 
 // trickled is the body a trickling reply sends, one byte at a time.
-var trickled = payload(20)
+var trickled = testkit.Payload(20)
 
 // outcome checks what the caller got when the last attempt met the fault.
 type outcome func(t *testing.T, res *http.Response, err error)
@@ -106,7 +107,7 @@ func wantBody(status int, body []byte) outcome {
 	return func(t *testing.T, res *http.Response, err error) {
 		require.NoError(t, err)
 		assert.Equal(t, status, res.StatusCode)
-		assert.Equal(t, sha256.Sum256(body), sha256.Sum256([]byte(readAll(t, res))), "response body intact")
+		assert.Equal(t, sha256.Sum256(body), sha256.Sum256([]byte(testkit.ReadAll(t, res))), "response body intact")
 	}
 }
 
@@ -127,7 +128,7 @@ type faultCase struct {
 	name string
 	// fault is how the server answers the first failures requests (nil
 	// with refuse); later ones get 200 and okBody.
-	fault    reply
+	fault    testkit.Reply
 	refuse   bool // the first failures dials go to a closed port
 	failures int64
 	// noAttemptTimeout removes the attempt timeout; deadline replaces the
@@ -151,41 +152,41 @@ var faultCases = []faultCase{
 	{name: "refused once", refuse: true, failures: 1, wantAttempts: allKinds(2)},
 	{name: "refused always", refuse: true, failures: every, wantAttempts: allKinds(4), wantLast: wantErr(syscall.ECONNREFUSED)},
 	// Rule 5: the server may have acted: only requests guessed idempotent.
-	{name: "reset before the response", fault: replyReset, failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(syscall.ECONNRESET)},
-	{name: "reset before the response, always", fault: replyReset, failures: every, wantAttempts: idemOnly(4), wantLast: wantErr(syscall.ECONNRESET)},
+	{name: "reset before the response", fault: testkit.ReplyReset, failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(syscall.ECONNRESET)},
+	{name: "reset before the response, always", fault: testkit.ReplyReset, failures: every, wantAttempts: idemOnly(4), wantLast: wantErr(syscall.ECONNRESET)},
 	{
-		name: "reset mid-headers", fault: replyResetMidHeader, failures: 1, wantAttempts: idemOnly(2),
+		name: "reset mid-headers", fault: testkit.ReplyResetMidHeader, failures: 1, wantAttempts: idemOnly(2),
 		wantLast: wantErrOneOf(syscall.ECONNRESET, io.ErrUnexpectedEOF), // net/http reports a cut header as an unexpected EOF
 	},
-	{name: "closed mid-headers", fault: replyCloseMidHeader, failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(io.ErrUnexpectedEOF)},
+	{name: "closed mid-headers", fault: testkit.ReplyCloseMidHeader, failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(io.ErrUnexpectedEOF)},
 	// The response was handed over: nothing is retried after that; the
 	// caller reads the error (step 4 of the loop: a 200 is an answer).
-	{name: "200 body cut", fault: replyCutBody(200), failures: every, wantAttempts: allKinds(1), wantLast: wantBodyCut(200)},
+	{name: "200 body cut", fault: testkit.ReplyCutBody(200), failures: every, wantAttempts: allKinds(1), wantLast: wantBodyCut(200)},
 	// Rule 10: a 503 is retried only when idempotent; its cut body is
 	// drained and dropped, or handed over as it is.
-	{name: "503 body cut", fault: replyCutBody(503), failures: 1, wantAttempts: idemOnly(2), wantLast: wantBodyCut(503)},
+	{name: "503 body cut", fault: testkit.ReplyCutBody(503), failures: 1, wantAttempts: idemOnly(2), wantLast: wantBodyCut(503)},
 	// Rule 4: the attempt timeout is a timeout: only idempotent requests.
-	{name: "never answers", fault: replyNever, failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(retryhttp.ErrAttemptTimeout)},
-	{name: "never answers, always", fault: replyNever, failures: every, wantAttempts: idemOnly(4), wantLast: wantErr(retryhttp.ErrAttemptTimeout)},
+	{name: "never answers", fault: testkit.ReplyNever, failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(retryhttp.ErrAttemptTimeout)},
+	{name: "never answers, always", fault: testkit.ReplyNever, failures: every, wantAttempts: idemOnly(4), wantLast: wantErr(retryhttp.ErrAttemptTimeout)},
 	// Rule 1: the caller's own deadline is never retried, and the call
 	// returns at that deadline.
 	{
-		name: "never answers, caller deadline", fault: replyNever, failures: every, noAttemptTimeout: true,
+		name: "never answers, caller deadline", fault: testkit.ReplyNever, failures: every, noAttemptTimeout: true,
 		deadline: 300 * time.Millisecond, wantAttempts: allKinds(1), wantLast: wantErr(context.DeadlineExceeded),
 	},
 	{
-		name: "slow headers within the attempt timeout", fault: replySlowHeaders(time.Millisecond, okBody),
+		name: "slow headers within the attempt timeout", fault: testkit.ReplySlowHeaders(time.Millisecond, okBody),
 		failures: every, wantAttempts: allKinds(1), wantLast: wantBody(200, okBody),
 	},
-	{name: "slow headers past the attempt timeout", fault: replySlowHeaders(25*time.Millisecond, okBody), failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(retryhttp.ErrAttemptTimeout)},
+	{name: "slow headers past the attempt timeout", fault: testkit.ReplySlowHeaders(25*time.Millisecond, okBody), failures: 1, wantAttempts: idemOnly(2), wantLast: wantErr(retryhttp.ErrAttemptTimeout)},
 	// The attempt timeout does not cut a body handed over.
 	{
-		name: "200 body trickles past the attempt timeout", fault: replyTrickle(200, trickled, 25*time.Millisecond),
+		name: "200 body trickles past the attempt timeout", fault: testkit.ReplyTrickle(200, trickled, 25*time.Millisecond),
 		failures: every, wantAttempts: allKinds(1), wantLast: wantBody(200, trickled),
 	},
 	// Rule 10, and a discarded body that trickles is cut by one more
 	// attempt timeout.
-	{name: "503 body trickles", fault: replyTrickle(503, trickled, 25*time.Millisecond), failures: 1, wantAttempts: idemOnly(2), wantLast: wantBody(503, trickled)},
+	{name: "503 body trickles", fault: testkit.ReplyTrickle(503, trickled, 25*time.Millisecond), failures: 1, wantAttempts: idemOnly(2), wantLast: wantBody(503, trickled)},
 }
 
 func TestFaultMatrix(t *testing.T) {
@@ -206,28 +207,28 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 func runFaultCase(t *testing.T, tt faultCase, k requestKind, want int64) {
-	srv := newRawServer(t, func(n int64) reply {
+	srv := testkit.NewRawServer(t, func(n int64) testkit.Reply {
 		if !tt.refuse && n <= tt.failures {
 			return tt.fault
 		}
-		return replyWith(200, okBody)
+		return testkit.ReplyWith(200, okBody)
 	})
-	var dials countingTransport // counts dials, in attempts
-	closed := refusedAddr(t)
+	var dials testkit.CountingTransport // counts dials, in attempts
+	closed := testkit.RefusedAddr(t)
 	dialer := &net.Dialer{}
 	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if n := dials.attempts.Add(1); tt.refuse && n <= tt.failures {
+		if n := dials.Attempts.Add(1); tt.refuse && n <= tt.failures {
 			addr = closed
 		}
 		return dialer.DialContext(ctx, network, addr)
 	}}
 	t.Cleanup(base.CloseIdleConnections)
-	counted := &countingTransport{RoundTripper: base}
-	options := []retryhttp.Option{retryhttp.WithTransport(counted), noDelay}
+	counted := &testkit.CountingTransport{RoundTripper: base}
+	options := []retryhttp.Option{retryhttp.WithTransport(counted), testkit.NoDelay}
 	if !tt.noAttemptTimeout {
 		options = append(options, retryhttp.WithAttemptTimeout(matrixAttemptTimeout))
 	}
-	tr := newTransport(t, options...)
+	tr := testkit.NewTransport(t, options...)
 
 	deadline := matrixDeadline
 	if tt.deadline > 0 {
@@ -237,10 +238,10 @@ func runFaultCase(t *testing.T, tt faultCase, k requestKind, want int64) {
 	defer cancel()
 	var sent []byte
 	if k.body {
-		sent = payload(16 << 10)
+		sent = testkit.Payload(16 << 10)
 	}
-	req := k.newRequest(t, ctx, srv.url(), sent)
-	before := snapshot(req)
+	req := k.newRequest(t, ctx, srv.URL(), sent)
+	before := testkit.Snapshot(req)
 
 	start := time.Now()
 	res, err := tr.RoundTrip(req)
@@ -255,29 +256,29 @@ func runFaultCase(t *testing.T, tt faultCase, k requestKind, want int64) {
 			"joined with ErrRetriesExhausted exactly when the retries ran out: %v", err)
 	}
 	tr.CloseIdleConnections()
-	srv.close() // waits for the server's goroutines: its counts are final
+	srv.Close() // waits for the server's goroutines: its counts are final
 
 	assert.Less(t, elapsed, deadline+deadlineTolerance, "never past the deadline")
-	assert.Equal(t, want, counted.attempts.Load(), "attempts")
+	assert.Equal(t, want, counted.Attempts.Load(), "attempts")
 	wantRequests := want // every attempt reaches the server, but refused ones
 	if tt.refuse {
 		wantRequests -= min(want, tt.failures)
 	}
-	sums := srv.received()
+	sums := srv.Received()
 	assert.Len(t, sums, int(wantRequests), "requests the server read")
 	for i, sum := range sums {
 		assert.Equal(t, sha256.Sum256(sent), sum, "request body of attempt %d byte-identical", i+1)
 	}
-	assert.LessOrEqual(t, srv.conns.Load(), max(wantRequests, 1), "at most one connection per request")
+	assert.LessOrEqual(t, srv.Conns.Load(), max(wantRequests, 1), "at most one connection per request")
 	assertUnchanged(t, before, req)
 }
 
 // assertUnchanged checks that req is as it was when before was taken.
-func assertUnchanged(t *testing.T, before requestSnapshot, req *http.Request) {
+func assertUnchanged(t *testing.T, before testkit.RequestSnapshot, req *http.Request) {
 	t.Helper()
-	after := snapshot(req)
-	assert.True(t, before.ctx == after.ctx, "context unchanged")
-	assert.True(t, before.body == after.body, "body unchanged")
-	before.ctx, after.ctx, before.body, after.body = nil, nil, nil, nil
+	after := testkit.Snapshot(req)
+	assert.True(t, before.Ctx == after.Ctx, "context unchanged")
+	assert.True(t, before.Body == after.Body, "body unchanged")
+	before.Ctx, after.Ctx, before.Body, after.Body = nil, nil, nil, nil
 	assert.Equal(t, before, after, "request unchanged")
 }

@@ -1,4 +1,4 @@
-package retryhttp_test
+package test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/internal/tokenbucket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,7 +123,7 @@ func TestClosedLoopRateLimitedBatch(t *testing.T) {
 	bucket := tokenbucket.New(rate, burst, time.Now())
 	var ledger pauseLedger
 	var limited, free atomic.Int64
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/limited" {
 			free.Add(1)
 			return
@@ -137,7 +138,7 @@ func TestClosedLoopRateLimitedBatch(t *testing.T) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
-	c := &http.Client{Transport: newTransport(t)}
+	c := &http.Client{Transport: testkit.NewTransport(t)}
 
 	// The probe of the free endpoint, every 20ms through the same client
 	// until the batch is done.
@@ -213,7 +214,7 @@ func TestClosedLoopRateLimitedBatch(t *testing.T) {
 // starting on an arrival makes sure the callers meet it however late a
 // loaded machine runs them.
 type blipServer struct {
-	*countingServer
+	*testkit.CountingServer
 	arrivals atomic.Int64 // since armed
 
 	mu    sync.Mutex
@@ -225,7 +226,7 @@ const blipFor = 300 * time.Millisecond
 
 func newBlipServer(t *testing.T) *blipServer {
 	s := &blipServer{}
-	s.countingServer = newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+	s.CountingServer = testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 		now := time.Now()
 		s.mu.Lock()
 		if s.armed {
@@ -378,9 +379,9 @@ func TestClosedLoopWorkerPoolBlip(t *testing.T) {
 		name := map[bool]string{true: "warm", false: "cold"}[warm]
 		t.Run(name, func(t *testing.T) {
 			srv := newBlipServer(t)
-			var ev parkEvents
+			var ev testkit.ParkEvents
 			var rel releases
-			c := &http.Client{Transport: newTransport(t, ev.option(), rel.option())}
+			c := &http.Client{Transport: testkit.NewTransport(t, ev.Option(), rel.option())}
 			gets := 1
 			if warm {
 				failed, _ := blipGets(c, srv.URL, callers, 1)
@@ -397,7 +398,7 @@ func TestClosedLoopWorkerPoolBlip(t *testing.T) {
 				"a parked retry waited at most %v after the blip, the queue drained in %v once the host answered, "+
 				"the last answer came %v after the blip",
 				name, failed, callers*gets, srv.arrivals.Load(),
-				ev.count(retryhttp.ParkParked), ev.count(retryhttp.ParkReleased), ev.count(retryhttp.ParkDropped),
+				ev.Count(retryhttp.ParkParked), ev.Count(retryhttp.ParkReleased), ev.Count(retryhttp.ParkDropped),
 				lag.Round(time.Millisecond), queue.Round(time.Millisecond), drained.Round(time.Millisecond))
 
 			if warm {
@@ -405,8 +406,8 @@ func TestClosedLoopWorkerPoolBlip(t *testing.T) {
 			} else {
 				assert.Zero(t, failed, "GETs failed of %d", callers*gets)
 			}
-			assert.GreaterOrEqual(t, ev.count(retryhttp.ParkParked), callers/2, "retries were parked")
-			assert.Equal(t, ev.count(retryhttp.ParkParked), ev.count(retryhttp.ParkReleased), "every parked retry was released")
+			assert.GreaterOrEqual(t, ev.Count(retryhttp.ParkParked), callers/2, "retries were parked")
+			assert.Equal(t, ev.Count(retryhttp.ParkParked), ev.Count(retryhttp.ParkReleased), "every parked retry was released")
 			assert.LessOrEqual(t, queue, queueBound, "the parked retries drain once the host answers")
 			assert.LessOrEqual(t, lag, lagBound, "the host answers a probe soon after the blip")
 			assert.LessOrEqual(t, drained, drainBound, "the pool is done soon after the host answers")
@@ -423,7 +424,7 @@ func TestPauseLongerThanMaxWaitIsWaited(t *testing.T) {
 	var ledger pauseLedger
 	var mu sync.Mutex
 	seen := map[string]int{}
-	srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		id := r.Header.Get(loopRequestHeader)
 		mu.Lock()
@@ -439,8 +440,8 @@ func TestPauseLongerThanMaxWaitIsWaited(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{MaxWait: 200 * time.Millisecond})
-	var ev parkEvents
-	c := &http.Client{Transport: newTransport(t, retryhttp.WithRetryBudget(b), ev.option())}
+	var ev testkit.ParkEvents
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithRetryBudget(b), ev.Option())}
 
 	start := time.Now()
 	statuses := make([]int, n)
@@ -456,16 +457,16 @@ func TestPauseLongerThanMaxWaitIsWaited(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	t.Logf("%d requests: statuses %v in %v, %d attempts, %d early, dropped %d", n, statuses, elapsed.Round(time.Millisecond),
-		srv.attempts.Load(), ledger.early.Load(), ev.count(retryhttp.ParkDropped))
+		srv.Attempts.Load(), ledger.early.Load(), ev.Count(retryhttp.ParkDropped))
 
 	for i := range n {
 		require.NoError(t, errs[i])
 		assert.Equal(t, http.StatusOK, statuses[i], "request %d: the retry is sent, not refused", i)
 	}
-	assert.Equal(t, int64(2*n), srv.attempts.Load(), "one retry per request")
+	assert.Equal(t, int64(2*n), srv.Attempts.Load(), "one retry per request")
 	assert.Zero(t, ledger.early.Load(), "every retry waited the pause stated")
 	assert.GreaterOrEqual(t, elapsed, time.Second)
-	assert.Zero(t, ev.count(retryhttp.ParkDropped), "no retry gave up in the lane")
+	assert.Zero(t, ev.Count(retryhttp.ParkDropped), "no retry gave up in the lane")
 }
 
 // The lane is bounded by the caller's deadline: against a host that
@@ -495,11 +496,11 @@ func TestPauseLaneBoundedByDeadline(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // both wait in real time, on servers of their own
-			srv := newCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Retry-After", "1")
 				w.WriteHeader(http.StatusTooManyRequests)
 			})
-			c := &http.Client{Transport: newTransport(t, retryhttp.WithAttemptTimeout(attemptTimeout))}
+			c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithAttemptTimeout(attemptTimeout))}
 
 			start := time.Now()
 			statuses := make([]int, n)
@@ -526,7 +527,7 @@ func TestPauseLaneBoundedByDeadline(t *testing.T) {
 				assert.Equal(t, http.StatusTooManyRequests, statuses[i], "request %d", i)
 			}
 			t.Logf("%d requests: statuses %v, %d ended with the context's error, ended %v, %d attempts at the host",
-				n, statuses, deadlineErrs, ended, srv.attempts.Load())
+				n, statuses, deadlineErrs, ended, srv.Attempts.Load())
 			// The deadline, and the scheduling of ten goroutines under
 			// -race.
 			assert.LessOrEqual(t, elapsed, deadline+300*time.Millisecond, "the batch ends by its deadline")
@@ -537,7 +538,7 @@ func TestPauseLaneBoundedByDeadline(t *testing.T) {
 			// deadline, sent with a token as any retry if their pause ends
 			// before it (seen: 2 to 3 in all, never more than n+3). A
 			// naive retry sends 3n by the deadline.
-			assert.LessOrEqual(t, srv.attempts.Load(), int64(n+5), "attempts at the host")
+			assert.LessOrEqual(t, srv.Attempts.Load(), int64(n+5), "attempts at the host")
 		})
 	}
 }
