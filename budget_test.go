@@ -9,13 +9,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/internal/testkit"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -536,4 +539,168 @@ func TestDefaultBudgetSharedByTransports(t *testing.T) {
 	require.True(t, budgetWithdraw(retryhttp.DefaultBudgetOf(a), srv.URL))
 	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity-1, budgetTokens(retryhttp.DefaultBudgetOf(b), srv.URL), 1e-9)
 	assert.InDelta(t, retryhttp.DefaultRetryBudgetCapacity, budgetTokens(own, srv.URL), 1e-9)
+}
+
+// TestBudgetTokenTakenWhenSent: a retry takes its token when it is sent,
+// after its delay, so that the bucket bounds the retries sent and not those
+// that wait. If the token is gone when its delay ends, the retry is refused
+// with the response it had, body and all. A delay longer than MaxWait, or a
+// response too long to keep, takes its token before the wait: no retry
+// waits that long to be refused, and none is refused after its response was
+// let go. The retry of a response that asked for a pause takes none: it
+// waits in its host's pause lane, and is sent even when the bucket was
+// spent meanwhile (pause.go).
+func TestBudgetTokenTakenWhenSent(t *testing.T) {
+	tests := []struct {
+		name         string
+		delay        time.Duration
+		bodyLen      int
+		retryAfter   string  // on the failed responses
+		spend        bool    // another retry takes the tokens during the wait
+		wantTokens   float64 // in the bucket as the wait starts
+		wantAttempts int64   // of the failing request
+		wantStop     retryhttp.StopReason
+	}{
+		{name: "taken when sent", delay: 10 * time.Millisecond, bodyLen: 4,
+			wantTokens: 1, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
+		{name: "gone when sent: refused with its response", delay: 10 * time.Millisecond, bodyLen: 4, spend: true,
+			wantTokens: 1, wantAttempts: 1, wantStop: retryhttp.StopBudgetRefused},
+		{name: "a delay above MaxWait takes it up front", delay: 2 * time.Second, bodyLen: 4, spend: true,
+			wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
+		{name: "a body too long to keep takes it up front", delay: 10 * time.Millisecond, bodyLen: 5000, spend: true,
+			wantTokens: 0, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
+		{name: "a response asking for a pause takes none: it waits in the pause lane", delay: 10 * time.Millisecond, bodyLen: 4,
+			retryAfter: "1", spend: true, wantTokens: 1, wantAttempts: 2, wantStop: retryhttp.StopRetriesExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := strings.Repeat("x", tt.bodyLen)
+			var failing atomic.Int64
+			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/ok" {
+					failing.Add(1)
+					if tt.retryAfter != "" {
+						w.Header().Set("Retry-After", tt.retryAfter)
+					}
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+				_, _ = w.Write([]byte(body))
+			})
+			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1, MaxWait: time.Second})
+			tokens := -1.0
+			clock := testkit.OnWait{Clock: retryhttptest.NewClock(time.Now()), Fn: func() {
+				if tokens < 0 {
+					tokens = budgetTokens(b, srv.URL)
+					if tt.spend {
+						BudgetSpend(b, srv.URL)
+					}
+				}
+			}}
+			var stop retryhttp.StopReason
+			c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), retryhttp.WithClock(clock), retryhttp.WithMaxRetries(1),
+				retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return tt.delay }),
+				retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+					if !d.Retry {
+						stop = d.Reason
+					}
+				}}))
+			require.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/ok")) // the host answers: no outage
+
+			res, err := c.Get(srv.URL)
+			require.NoError(t, err)
+			got := testkit.ReadAll(t, res)
+			assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+			assert.Equal(t, len(body), len(got), "the response returned as it was")
+			assert.Equal(t, body, got)
+			assert.Equal(t, tt.wantTokens, tokens, "tokens as the wait starts")
+			assert.Equal(t, tt.wantAttempts, failing.Load())
+			assert.Equal(t, tt.wantStop, stop)
+		})
+	}
+}
+
+// mutexBudget is the naive budget the benchmark compares with: the same
+// bucket arithmetic, with every host behind one global mutex.
+type mutexBudget struct {
+	mu     sync.Mutex
+	tokens map[string]float64
+}
+
+func (m *mutexBudget) withdraw(req *http.Request) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.tokens[req.URL.Host]
+	if !ok {
+		v = 10
+	}
+	if v < 1 {
+		return false
+	}
+	m.tokens[req.URL.Host] = v - 1
+	return true
+}
+
+func (m *mutexBudget) deposit(req *http.Request, res *http.Response) {
+	if res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.tokens[req.URL.Host]; ok {
+		m.tokens[req.URL.Host] = min(v+0.1, 10)
+	}
+}
+
+// BenchmarkBudgetParallel hammers one host from GOMAXPROCS goroutines and
+// from at least 64, with one withdrawal for every nine deposits (about the
+// balance of a host that fails 10% of its requests): the sharded, atomic
+// RetryBudget against the naive one behind a global mutex.
+func BenchmarkBudgetParallel(b *testing.B) {
+	ok := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+	impls := []struct {
+		name     string
+		withdraw func(*http.Request) bool
+		deposit  func(*http.Request, *http.Response)
+	}{
+		func() (s struct {
+			name     string
+			withdraw func(*http.Request) bool
+			deposit  func(*http.Request, *http.Response)
+		}) {
+			rb := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+			s.name = "sharded-atomic"
+			s.withdraw = func(r *http.Request) bool { return retryhttp.WithdrawFor(rb, r) }
+			s.deposit = func(r *http.Request, res *http.Response) { retryhttp.DepositFor(rb, r, res) }
+			return s
+		}(),
+		func() (s struct {
+			name     string
+			withdraw func(*http.Request) bool
+			deposit  func(*http.Request, *http.Response)
+		}) {
+			mb := &mutexBudget{tokens: map[string]float64{}}
+			s.name = "global-mutex"
+			s.withdraw, s.deposit = mb.withdraw, mb.deposit
+			return s
+		}(),
+	}
+	procs := runtime.GOMAXPROCS(0)
+	for _, goroutines := range []int{procs, max(64, procs)} {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", impl.name, goroutines), func(b *testing.B) {
+				b.SetParallelism((goroutines + procs - 1) / procs)
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					req, _ := http.NewRequest(http.MethodGet, "http://backend.example/", nil)
+					for i := 0; pb.Next(); i++ {
+						if i%10 == 0 {
+							impl.withdraw(req)
+						} else {
+							impl.deposit(req, ok)
+						}
+					}
+				})
+			})
+		}
+	}
 }

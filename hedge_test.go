@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/destinations"
 	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -645,4 +647,454 @@ func TestHedgeTakesASlot(t *testing.T) {
 	assert.Zero(t, inFlight, "its slot given back")
 	assert.GreaterOrEqual(t, after, window, "settled like a retry: a success does not shrink the window")
 	assert.Less(t, budgetTokens(b, hs.URL), 1.0, "no token was spent: the hedge had a slot")
+}
+
+const (
+	tailFast = 2 * time.Millisecond  // the usual latency of tailServer
+	tailSlow = 60 * time.Millisecond // its slow tail's
+)
+
+// tailServer answers GET /?id=N after tailFast, but the first request of
+// every 20th id (5%) after tailSlow, or when the request is cancelled.
+func tailServer(t *testing.T) *testkit.CountingServer {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		mu.Lock()
+		first := !seen[id]
+		seen[id] = true
+		mu.Unlock()
+		n, _ := strconv.Atoi(id)
+		d := tailFast
+		if first && n%20 == 0 {
+			d = tailSlow
+		}
+		select {
+		case <-time.After(d):
+			_, _ = w.Write([]byte("ok"))
+		case <-r.Context().Done():
+		}
+	})
+}
+
+// hedgeCounter counts the hedges of each request, by the id in its URL.
+type hedgeCounter struct {
+	mu     sync.Mutex
+	hedges map[string]int
+}
+
+func (c *hedgeCounter) option() retryhttp.Option {
+	c.hedges = map[string]int{}
+	return retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+		if d.Hedge {
+			c.mu.Lock()
+			c.hedges[d.Attempt.Req.URL.Query().Get("id")]++
+			c.mu.Unlock()
+		}
+	}})
+}
+
+func (c *hedgeCounter) of(id int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hedges[strconv.Itoa(id)]
+}
+
+// getID sends GET /?id=id with ctx and returns how long it took.
+func getID(ctx context.Context, t *testing.T, c *http.Client, url string, id int) (time.Duration, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/?id=%d", url, id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		return time.Since(start), err
+	}
+	drainClose(t, res)
+	return time.Since(start), nil
+}
+
+func drainClose(t *testing.T, res *http.Response) {
+	t.Helper()
+	buf := make([]byte, 64)
+	for {
+		if _, err := res.Body.Read(buf); err != nil {
+			break
+		}
+	}
+	if err := res.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// On a host with a 5% slow tail, adaptive hedging sends no hedge until the
+// host's window holds enough first attempts, then hedges the slow ones:
+// they end long before the tail's latency, for few extra requests. The
+// first attempts are timed with a retry budget or without one.
+func TestAdaptiveHedgingFollowsTheTail(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		budget *retryhttp.RetryBudget
+	}{
+		{"own budget", retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})},
+		{"no budget", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) { followsTheTail(t, tt.budget) })
+	}
+}
+
+func followsTheTail(t *testing.T, b *retryhttp.RetryBudget) {
+	const (
+		q        = 0.9
+		cold     = 40 // tailMinSamples(0.9)
+		requests = 300
+	)
+	srv := tailServer(t)
+	var hc hedgeCounter
+	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(q, 1), hc.option(), retryhttp.WithRetryBudget(b))
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+
+	rescued, slow := 0, 0
+	for id := range requests {
+		took, err := getID(context.Background(), t, c, srv.URL, id)
+		if err != nil {
+			t.Fatalf("request %d: %v", id, err)
+		}
+		switch {
+		case id < cold && hc.of(id) != 0:
+			t.Fatalf("request %d, before the window holds %d first attempts: %d hedges, want none", id, cold, hc.of(id))
+		case id >= 2*cold && id%20 == 0:
+			slow++
+			if took < tailSlow/2 && hc.of(id) == 1 {
+				rescued++
+			}
+		}
+	}
+	if rescued < slow*8/10 {
+		t.Errorf("%d of %d requests whose first attempt was slow ended by a hedge within %v, want 80%% at least", rescued, slow, tailSlow/2)
+	}
+	if extra := float64(srv.Attempts.Load())/requests - 1; extra > 0.15 {
+		t.Errorf("the server received %.0f%% more requests than were sent, want 15%% at most", extra*100)
+	}
+}
+
+// A request whose deadline leaves less than twice the host's hedge delay
+// is not hedged: a hedge sent after that delay could not come back.
+func TestAdaptiveHedgingNotWithinTheDeadline(t *testing.T) {
+	srv := tailServer(t)
+	var hc hedgeCounter
+	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(0.9, 1), hc.option(),
+		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})))
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for id := 1; id < 60; id++ { // no slow one: id 0 is the first slow one
+		if id%20 == 0 {
+			continue
+		}
+		if _, err := getID(context.Background(), t, c, srv.URL, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The hedge delay is tailFast at least: a deadline of 1.5 tailFast
+	// leaves less than twice that.
+	ctx, cancel := context.WithTimeout(context.Background(), tailFast*3/2)
+	defer cancel()
+	if _, err := getID(ctx, t, c, srv.URL, 100); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow request with a short deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if n := hc.of(100); n != 0 {
+		t.Errorf("slow request with a short deadline: %d hedges, want none", n)
+	}
+	// Without a deadline, the same kind of request is hedged.
+	if _, err := getID(context.Background(), t, c, srv.URL, 120); err != nil {
+		t.Fatal(err)
+	}
+	if n := hc.of(120); n != 1 {
+		t.Errorf("slow request without a deadline: %d hedges, want 1", n)
+	}
+}
+
+// Every hedge is charged to the retry budget: once a budget that never
+// refills is spent, slow requests are no longer hedged.
+func TestAdaptiveHedgingChargedToTheBudget(t *testing.T) {
+	srv := tailServer(t)
+	var hc hedgeCounter
+	var hedges atomic.Int64
+	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Ratio: 0.001, Capacity: 2, NoParking: true})
+	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(0.9, 1), hc.option(), retryhttp.WithRetryBudget(budget))
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for id := range 200 {
+		if _, err := getID(context.Background(), t, c, srv.URL, id); err != nil {
+			t.Fatal(err)
+		}
+		hedges.Add(int64(hc.of(id)))
+	}
+	if n := hedges.Load(); n == 0 || n > 3 {
+		t.Errorf("%d hedges with a budget of 2 tokens that barely refills, want 1 to 3", n)
+	}
+}
+
+// A destination policy's hedging with a quantile follows that host's
+// latency, as WithAdaptiveHedging does; the file form says the same.
+func TestAdaptiveHedgingDestination(t *testing.T) {
+	srv := tailServer(t)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	cfg, err := destinations.Parse([]byte(`{"destinations": [{"host": "` + host + `", "hedging": {"quantile": 0.9, "maxHedges": 1}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Destinations[0].Hedging; h == nil || h.Quantile != 0.9 || h.MaxHedges != 1 || h.Delay != 0 {
+		t.Fatalf("parsed hedging %+v, want quantile 0.9, maxHedges 1", h)
+	}
+	d, err := destinations.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hc hedgeCounter
+	tr := retryhttp.New(retryhttp.WithPolicyFunc(d.Policy), hc.option(),
+		retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})))
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	hedged := 0
+	for id := range 161 {
+		if _, err := getID(context.Background(), t, c, srv.URL, id); err != nil {
+			t.Fatal(err)
+		}
+		if id >= 80 {
+			hedged += hc.of(id)
+		}
+	}
+	if hc.of(0) != 0 || hc.of(20) != 0 || hedged < 3 {
+		t.Errorf("hedges: %d and %d before the window filled (want none), %d of the 5 slow ones after (want 3 at least)", hc.of(0), hc.of(20), hedged)
+	}
+}
+
+// No hedge is sent with less than the hedge delay left before the deadline:
+// of two hedges that a request hanging on every attempt would get, the
+// second, due at twice the delay, is not sent when the deadline falls at 2.5
+// times the delay.
+func TestAdaptiveHedgingNoLateHedge(t *testing.T) {
+	const usual = 10 * time.Millisecond
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		d := usual
+		if r.URL.Query().Get("id") == "hang" {
+			d = time.Hour
+		}
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+		}
+	})
+	var hc hedgeCounter
+	tr := retryhttp.New(retryhttp.WithAdaptiveHedging(0.9, 2), hc.option(), retryhttp.WithRetryBudget(nil))
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for id := range 40 { // tailMinSamples(0.9)
+		if _, err := getID(context.Background(), t, c, srv.URL, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id=hang", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := retryhttp.AdaptiveHedgeDelay(tr, req, 0.9)
+	if !ok || d < usual {
+		t.Fatalf("hedge delay %v, %v: want %v at least", d, ok, usual)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d*5/2)
+	defer cancel()
+	res, err := c.Do(req.WithContext(ctx))
+	if err == nil {
+		drainClose(t, res)
+		t.Fatal("a request whose attempts all hang succeeded")
+	}
+	hc.mu.Lock()
+	n := hc.hedges["hang"]
+	hc.mu.Unlock()
+	if n > 1 {
+		t.Errorf("%d hedges, want at most 1: the second was due with less than the delay (%v) left", n, d)
+	}
+}
+
+// The hedged path once drifted from the retry loop (issue 12): it guessed
+// idempotency by the default method list whatever the policy's, and gave no
+// lost-connection refund. These tests pin both.
+
+// Regression: a CustomizedShouldRetryFn's IdempotentMethods did not decide
+// which requests were hedged: a DELETE that the policy does not guess
+// idempotent (and would never retry after a timeout) was sent twice at
+// once, and a POST it does guess idempotent was not hedged. The rules are
+// given with WithCustomizedShouldRetryFn, for the transport or in SetOptions; a
+// CustomizedShouldRetryFn passed as a function is any function to the
+// transport, and the default list applies.
+func TestHedgeFollowsPolicyIdempotentMethods(t *testing.T) {
+	onlyGETOpts := retryhttp.CustomizedShouldRetryFnOptions{IdempotentMethods: []string{http.MethodGet}}
+	onlyGET := retryhttp.WithCustomizedShouldRetryFn(onlyGETOpts)
+	withPOST := retryhttp.WithCustomizedShouldRetryFn(retryhttp.CustomizedShouldRetryFnOptions{
+		IdempotentMethods: []string{http.MethodGet, http.MethodPost},
+		RetryIf:           func(retryhttp.Attempt) bool { return false },
+	})
+	var asked atomic.Int32 // calls of a caller's own policy
+	own := func(a retryhttp.Attempt) bool {
+		asked.Add(1)
+		return retryhttp.DefaultShouldRetryFn(a)
+	}
+	tests := []struct {
+		name      string
+		method    string
+		opt       retryhttp.Option
+		perReq    *retryhttp.CustomizedShouldRetryFnOptions // SetOptions(WithCustomizedShouldRetryFn)
+		wantHits  int
+		wantAsked int32
+	}{
+		{name: "DELETE, policy without it: not hedged", method: http.MethodDelete, opt: onlyGET, wantHits: 1},
+		{name: "DELETE, per-request policy without it: not hedged", method: http.MethodDelete, perReq: &onlyGETOpts, wantHits: 1},
+		{name: "POST, policy with it: hedged", method: http.MethodPost, opt: withPOST, wantHits: 2},
+		{name: "GET, policy with it: hedged", method: http.MethodGet, opt: onlyGET, wantHits: 2},
+		{name: "DELETE, policy passed as a function: default list, hedged", method: http.MethodDelete,
+			opt: retryhttp.WithShouldRetryFn(retryhttp.CustomizedShouldRetryFn(onlyGETOpts)), wantHits: 2},
+		// A caller's own function is only asked about attempts made, and
+		// the default list applies.
+		{name: "DELETE, own policy: default list, hedged", method: http.MethodDelete, opt: retryhttp.WithShouldRetryFn(own), wantHits: 2, wantAsked: 1},
+		{name: "POST, own policy: default list, not hedged", method: http.MethodPost, opt: retryhttp.WithShouldRetryFn(own), wantHits: 1, wantAsked: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			asked.Store(0)
+			hs := newHedgeServer(t, func(hs *hedgeServer, n int, w http.ResponseWriter, r *http.Request) {
+				if n == 1 && hs.hold(n, r, notHedged) {
+					return
+				}
+				fmt.Fprintf(w, "attempt %d", n)
+			})
+			opts := []retryhttp.Option{retryhttp.WithHedging(10*time.Millisecond, 1), retryhttp.WithIdempotencyKeys(retryhttp.IdempotencyKeys{Disabled: true})}
+			if tt.opt != nil {
+				opts = append(opts, tt.opt)
+			}
+			c, _ := newHedgeClient(t, opts...)
+			req, err := http.NewRequest(tt.method, hs.URL, nil)
+			require.NoError(t, err)
+			if tt.perReq != nil {
+				req = req.WithContext(retryhttp.SetOptions(req.Context(), retryhttp.WithCustomizedShouldRetryFn(*tt.perReq)))
+			}
+
+			res, err := c.Do(req)
+			require.NoError(t, err)
+
+			assert.Equal(t, fmt.Sprintf("attempt %d", tt.wantHits), testkit.ReadAll(t, res))
+			assert.EqualValues(t, tt.wantHits, hs.hits.Load())
+			assert.Equal(t, tt.wantAsked, asked.Load(), "calls of the caller's policy: one per outcome judged")
+		})
+	}
+}
+
+// Regression: a hedged request's retry after a lost connection spent a
+// token of the budget for good, where the retry loop's is given back when
+// the retry succeeds (budget.go settle): a healthy server that closes
+// keep-alive connections drained the budget of hedged requests only.
+func TestHedgeLostConnectionRetryRefunded(t *testing.T) {
+	srv := testkit.NewRawServer(t, func(n int64) testkit.Reply {
+		if n == 1 {
+			return testkit.ReplyReset
+		}
+		return testkit.ReplyWith(http.StatusOK, []byte("ok"))
+	})
+	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 2, Ratio: 0.001, NoParking: true})
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	tr := testkit.NewTransport(t, retryhttp.WithTransport(base), retryhttp.WithRetryBudget(budget),
+		retryhttp.WithHedging(time.Hour, 1))
+	req, err := http.NewRequest(http.MethodGet, srv.URL(), nil)
+	require.NoError(t, err)
+
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
+
+	assert.EqualValues(t, 2, srv.Requests.Load(), "the reset, then the retry")
+	assert.InDelta(t, 2, budgetTokens(budget, srv.URL()), 1e-9, "the retry's token given back")
+}
+
+// stackOf returns the stack of the calling goroutine.
+func stackOf() string {
+	buf := make([]byte, 64<<10)
+	return string(buf[:runtime.Stack(buf, false)])
+}
+
+// hedgeGoroutines counts the goroutines running code of the hedged path
+// other than RoundTrip's own: attempts sent in parallel, the coordinator.
+func hedgeGoroutines() int {
+	return strings.Count(allStacks(), "retryhttp.(*hedge)")
+}
+
+// seeingTransport answers 200 in memory, recording, for each attempt,
+// whether it runs on the goroutine of the test and how many goroutines of
+// the hedged path are running meanwhile.
+type seeingTransport struct {
+	test    string // the test function's name, in the caller's stack
+	onTest  []bool
+	hedging []int
+}
+
+func (s *seeingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.onTest = append(s.onTest, strings.Contains(stackOf(), s.test))
+	s.hedging = append(s.hedging, hedgeGoroutines())
+	return memTransport{}.RoundTrip(req)
+}
+
+// TestHedgeFirstAttemptOnCallersGoroutine checks that a hedged request
+// whose hedge delay does not pass sends its only attempt on the caller's
+// goroutine, with no other goroutine of the hedged path.
+func TestHedgeFirstAttemptOnCallersGoroutine(t *testing.T) {
+	base := &seeingTransport{test: "TestHedgeFirstAttemptOnCallersGoroutine"}
+	var decisions []retryhttp.Decision
+	tr := retryhttp.New(retryhttp.WithTransport(base), retryhttp.WithHedging(time.Hour, 2),
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { decisions = append(decisions, d) }}))
+	for range 3 {
+		req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		require.NoError(t, err)
+		res, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+	}
+	assert.Equal(t, []bool{true, true, true}, base.onTest, "attempts on the caller's goroutine")
+	assert.Equal(t, []int{0, 0, 0}, base.hedging, "goroutines of the hedged path during attempt 1")
+	require.Len(t, decisions, 3)
+	for _, d := range decisions {
+		assert.Equal(t, retryhttp.StopSuccess, d.Reason)
+		assert.Equal(t, 1, d.Attempt.Count)
+	}
+}
+
+// panicFirst panics in attempt 1 once a hedge has been sent, and answers
+// the hedges.
+type panicFirst struct{ hedged chan struct{} }
+
+func (p *panicFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if retryhttp.AttemptFromRequest(req) == 1 {
+		<-p.hedged
+		panic("base transport")
+	}
+	close(p.hedged)
+	<-req.Context().Done() // the hedge is still in flight when attempt 1 panics
+	return nil, req.Context().Err()
+}
+
+// TestHedgeFirstAttemptPanicReachesCaller checks that a panic of the base
+// transport in attempt 1, on the caller's goroutine, goes up to the caller
+// of RoundTrip once the hedge sent meanwhile has been ended: no goroutine
+// is left waiting for attempt 1 (goleak, TestMain).
+func TestHedgeFirstAttemptPanicReachesCaller(t *testing.T) {
+	tr := retryhttp.New(retryhttp.WithTransport(&panicFirst{hedged: make(chan struct{})}),
+		retryhttp.WithHedging(time.Millisecond, 1))
+	req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "base transport", func() { _, _ = tr.RoundTrip(req) })
+	assert.Eventually(t, func() bool { return hedgeGoroutines() == 0 }, time.Second, time.Millisecond, allStacks())
 }
