@@ -221,7 +221,7 @@ func docClaims(figures map[string]float64) []error {
 }
 
 // stormColumns names the columns of the storm table after the libraries of
-// test/storm_test.go.
+// blackbox/storm_test.go.
 var stormColumns = map[string]string{
 	"retryhttp defaults":                         "retryhttp",
 	"hashicorp/go-retryablehttp v0.7.8 defaults": "retryablehttp",

@@ -283,7 +283,7 @@ func (t twice) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // BenchmarkStorm reports the amplification of the dead-backend storm of
-// test/storm_test.go (50 clients × 100 GETs, a Transport per client, each
+// blackbox/storm_test.go (50 clients × 100 GETs, a Transport per client, each
 // library's defaults but for waits of 1ms) as the metric hits/req. One
 // iteration is one whole storm.
 func BenchmarkStorm(b *testing.B) {

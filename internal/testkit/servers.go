@@ -1,5 +1,5 @@
 // Package testkit holds the loopback servers and the small helpers that the
-// tests of the root package and the black-box suites under test/ share: a
+// tests of the root package and the black-box suites under blackbox/ share: a
 // test package cannot import another's _test.go files.
 package testkit
 

@@ -1,7 +1,9 @@
-// Package test holds the black-box suites of the whole transport: fault
+// Package blackbox holds the black-box suites of the whole transport: fault
 // matrices, hostile servers, storms, soaks and the closed-loop and
-// cross-hop tests. They use retryhttp only through its public API.
-package test
+// cross-hop tests. They use retryhttp only through its public API, and the
+// helpers they share with the root package's tests through
+// internal/testkit.
+package blackbox
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package test
+package blackbox
 
 import (
 	"net/http"
