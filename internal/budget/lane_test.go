@@ -202,3 +202,20 @@ func TestLaneFirstPaceCountsFirstAttempts(t *testing.T) {
 	assert.Equal(t, time.Second/8, f.h.lane.gap, "probing: halved")
 	assert.Equal(t, released+int64(time.Second/8), f.h.lane.next, "the next release a new gap after the latest")
 }
+
+// TestLaneAliveByPause: a host whose latest success is long past, but
+// that has just answered with a pause, is talking: a waiter in its lane
+// stays, for MaxWait and the pause stated from that answer.
+func TestLaneAliveByPause(t *testing.T) {
+	f := newLaneFixture(t)
+	f.clock.advance(10 * time.Second) // no success since long before
+	f.b.Settle(f.req, false, true, &Outcome{First: true, Pause: true, Stated: time.Second}, nil)
+	w := f.b.laneWaiter(f.h, true, f.clock)
+	require.True(t, f.b.enqueue(f.h, w))
+	st := w.Check()
+	assert.Equal(t, WaitParked, st.State)
+	assert.Equal(t, time.Second, st.Sleep, "until the pause runs out, well within its life")
+	f.clock.advance(f.b.maxWait + time.Second)
+	st = w.Check()
+	assert.Equal(t, WaitReleased, st.State, "the pause ran out")
+}

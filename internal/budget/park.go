@@ -107,9 +107,9 @@ type Stand struct {
 	State WaitState
 	// Sleep is how long the retry may sleep before it looks again on its
 	// own, unless it is rung first; at most until its host has had no
-	// success for too long (MaxWait, and for a retry in the lane the
-	// host's latest stated pause on top). Zero or less: that time has
-	// come, and the retry must leave.
+	// success for too long (MaxWait; for a retry in the lane, no success
+	// nor pause answer for MaxWait and the host's latest stated pause).
+	// Zero or less: that time has come, and the retry must leave.
 	Sleep time.Duration
 	Lease Lease // once released
 
@@ -129,7 +129,9 @@ func (w *Waiter) Check() Stand {
 	h.step(at, input{ev: evPoke})
 	alive := b.maxWait - time.Duration(at-h.stats.lastOK.Load())
 	if w.lane {
-		alive += time.Duration(h.pause.stated.Load())
+		// A pause answer is a sign of life too: the host is talking.
+		last := max(h.stats.lastOK.Load(), h.pause.last.Load())
+		alive = b.maxWait - time.Duration(at-last) + time.Duration(h.pause.stated.Load())
 	}
 	st := w.stand()
 	st.Sleep = alive
