@@ -233,7 +233,9 @@ func ExampleWithCircuitBreaker() {
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 2,
 			OpenTimeout: time.Hour,
-			OnStateChange: func(_ string, from, to retryhttp.CircuitState) {
+		}),
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnCircuitStateChange: func(_ string, from, to retryhttp.CircuitState) {
 				fmt.Printf("circuit: %s -> %s\n", from, to)
 			},
 		}),
