@@ -530,6 +530,7 @@ func TestDefaultBudgetSharedByTransports(t *testing.T) {
 	own := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
 	c := retryhttp.New(retryhttp.WithRetryBudget(own))
 	require.NotNil(t, retryhttp.DefaultBudgetOf(a))
+	assert.Same(t, retryhttp.DefaultRetryBudget(), retryhttp.DefaultBudgetOf(a), "the one DefaultRetryBudget returns")
 	assert.Same(t, retryhttp.DefaultBudgetOf(a), retryhttp.DefaultBudgetOf(b))
 	assert.Same(t, own, retryhttp.DefaultBudgetOf(c))
 	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))
