@@ -149,7 +149,7 @@ func TestBudgetMaxHosts(t *testing.T) {
 		give int
 		want int
 	}{
-		{name: "default", give: 0, want: retryhttp.DefaultRetryBudgetMaxHosts},
+		{name: "default", give: 0, want: 1024},
 		{name: "100", give: 100, want: 100},
 		{name: "fewer than shards", give: 5, want: 5},
 		{name: "one", give: 1, want: 1},
