@@ -384,7 +384,7 @@ func TestLoadShedderOptionsClamped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, inbound.NewLoadShedder(tt.give).Limit())
+			assert.Equal(t, tt.want, inbound.NewLoadShedder(tt.give).Stats().Limit)
 		})
 	}
 }
