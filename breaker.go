@@ -46,7 +46,6 @@ func (s CircuitState) String() string {
 //	Window          60s   rolling window of the samples, in 10 buckets
 //	OpenTimeout     30s   time open before probing (half-open)
 //	HalfOpenProbes  3     probes let through half-open; all must succeed
-//	OnStateChange   nil   no callback
 //	MaxHosts        1024  destinations tracked (as RetryBudgetOptions.MaxHosts)
 //
 // One sample is one logical request: its final outcome after all its
@@ -81,13 +80,6 @@ type CircuitBreakerSettings struct {
 	// the probes are in flight. Zero or negative means 3.
 	HalfOpenProbes int
 
-	// OnStateChange, if not nil, is called on every change of state of a
-	// destination's circuit, with the destination as scheme://host:port.
-	// Calls are made one at a time, in the order of the changes, by the
-	// goroutine of a request that saw a change, after the breaker's lock is
-	// released: the callback may send requests through the same Transport.
-	OnStateChange func(host string, from, to CircuitState)
-
 	// MaxHosts bounds the number of destinations whose circuits are kept (to
 	// within one per shard of the map, at most 31 more); past it, a new
 	// destination evicts another (a closed one with no
@@ -116,12 +108,10 @@ func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
 }
 
 // breakers are the circuits of one Transport (internal/breaker) and the
-// callbacks of their changes of state.
+// hooks of their changes of state.
 type breakers struct {
-	set *breaker.Set
-
-	onStateChange func(host string, from, to CircuitState)   // the settings'
-	hooks         []func(host string, from, to CircuitState) // Hooks.OnCircuitStateChange
+	set   *breaker.Set
+	hooks []func(host string, from, to CircuitState) // Hooks.OnCircuitStateChange
 }
 
 // ticket is what allow hands over to done.
@@ -130,7 +120,7 @@ type ticket = breaker.Ticket
 // newBreakers returns the circuits configured by s, on clock (nil: the
 // real one).
 func newBreakers(s CircuitBreakerSettings, clock Clock) *breakers {
-	b := &breakers{set: breaker.New(breaker.Config{
+	return &breakers{set: breaker.New(breaker.Config{
 		FailureRatio:   s.FailureRatio,
 		MinRequests:    positiveUint32(s.MinRequests),
 		Window:         s.Window,
@@ -138,11 +128,6 @@ func newBreakers(s CircuitBreakerSettings, clock Clock) *breakers {
 		HalfOpenProbes: positiveUint32(s.HalfOpenProbes),
 		MaxHosts:       s.MaxHosts,
 	}, clock)}
-	if s.OnStateChange != nil {
-		b.onStateChange = s.OnStateChange
-		b.set.OnChange(b.stateChanged)
-	}
-	return b
 }
 
 // setClock makes b read the time on c (nil: the real clock). A nil b has
@@ -153,7 +138,7 @@ func (b *breakers) setClock(c Clock) {
 	}
 }
 
-// observe makes b call hooks, too, on every change of state. It must be
+// observe makes b call hooks on every change of state. It must be
 // called before b is used. A nil b has no state to report.
 func (b *breakers) observe(hooks []func(host string, from, to CircuitState)) {
 	if b == nil || len(hooks) == 0 {
@@ -163,11 +148,8 @@ func (b *breakers) observe(hooks []func(host string, from, to CircuitState)) {
 	b.set.OnChange(b.stateChanged)
 }
 
-// stateChanged calls the settings' OnStateChange, then the hooks.
+// stateChanged calls the hooks, in order.
 func (b *breakers) stateChanged(host string, from, to breaker.State) {
-	if b.onStateChange != nil {
-		b.onStateChange(host, CircuitState(from), CircuitState(to))
-	}
 	for _, fn := range b.hooks {
 		fn(host, CircuitState(from), CircuitState(to))
 	}

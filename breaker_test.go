@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// transitions records the calls of OnStateChange.
+// transitions records the calls of Hooks.OnCircuitStateChange.
 type transitions struct {
 	mu  sync.Mutex
 	got []string
@@ -28,6 +28,11 @@ func (tr *transitions) record(host string, from, to retryhttp.CircuitState) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.got = append(tr.got, from.String()+"→"+to.String())
+}
+
+// option installs tr.record as a Hooks.OnCircuitStateChange.
+func (tr *transitions) option() retryhttp.Option {
+	return retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: tr.record})
 }
 
 func (tr *transitions) seen() []string {
@@ -61,7 +66,7 @@ func try(c *http.Client, url string) (int, error) {
 func TestBreakerOpensAfterMinRequestsAndFailsFast(t *testing.T) {
 	srv := testkit.DeadServer(t)
 	var changes transitions
-	c := testkit.NewClient(t, testkit.OnFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
+	c := testkit.NewClient(t, testkit.OnFakeTime(), changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{}))
 
 	for i := range 20 {
 		code, err := try(c, srv.URL)
@@ -98,7 +103,7 @@ func TestBreakerFailureRatio(t *testing.T) {
 			})
 			var changes transitions
 			c := testkit.NewClient(t, retryhttp.WithMaxRetries(0),
-				retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
+				changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{}))
 			for range 60 {
 				if _, err := try(c, srv.URL); err != nil {
 					require.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
@@ -115,8 +120,8 @@ func TestBreakerOneSamplePerLogicalRequest(t *testing.T) {
 	// off: it would rightly refuse a retry for every request.)
 	srv := testkit.FailOnceServer(t)
 	var changes transitions
-	c := testkit.NewClient(t, retryhttp.WithRetryBudget(nil), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 4, OnStateChange: changes.record,
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(nil), changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		MinRequests: 4,
 	}))
 	for i := range 40 {
 		code, err := try(c, srv.URL+"/"+strings.Repeat("x", i+1))
@@ -157,8 +162,8 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 	srv := switchServer(t, &failing)
 	var changes transitions
 	clock := retryhttptest.NewClock(time.Now())
-	c := testkit.NewClient(t, retryhttp.WithClock(clock), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 5, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
+	c := testkit.NewClient(t, retryhttp.WithClock(clock), changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		MinRequests: 5, OpenTimeout: 50 * time.Millisecond,
 	}))
 
 	for range 5 {
@@ -194,8 +199,8 @@ func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	var changes transitions
 	clock := retryhttptest.NewClock(time.Now())
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 1, OpenTimeout: 50 * time.Millisecond, OnStateChange: changes.record,
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 1, OpenTimeout: 50 * time.Millisecond,
 		}))
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
@@ -282,8 +287,8 @@ func TestBreakerOffByDefault(t *testing.T) {
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	srv := testkit.DeadServer(t)
 	var changes transitions
-	c := testkit.NewClient(t, testkit.OnFakeTime(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 20, OnStateChange: changes.record,
+	c := testkit.NewClient(t, testkit.OnFakeTime(), changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		MinRequests: 20,
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -318,19 +323,17 @@ func TestBreakerCountsErrorsAsFailures(t *testing.T) {
 }
 
 func TestBreakerCallbackMaySendRequests(t *testing.T) {
-	// gobreaker calls OnStateChange under its lock; the transport calls the
-	// callback after it, so a callback that uses the same circuit does not
-	// deadlock.
+	// The breaker notes a change under its lock; the transport calls the
+	// hook after releasing it, so a hook that uses the same circuit does
+	// not deadlock.
 	srv := testkit.DeadServer(t)
 	var c *http.Client
 	var fromCallback atomic.Value
-	c = testkit.NewClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 1,
-		OnStateChange: func(host string, from, to retryhttp.CircuitState) {
+	c = testkit.NewClient(t, retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 1}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: func(host string, from, to retryhttp.CircuitState) {
 			_, err := try(c, srv.URL)
 			fromCallback.Store(err)
-		},
-	}))
+		}}))
 	_, err := try(c, srv.URL)
 	require.NoError(t, err)
 	got, _ := fromCallback.Load().(error)
@@ -342,9 +345,8 @@ func TestBreakerSettingsDefaults(t *testing.T) {
 	// samples, not before.
 	srv := testkit.DeadServer(t)
 	var changes transitions
-	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 		FailureRatio: -1, Window: -time.Second, OpenTimeout: -time.Second, MaxHosts: -1,
-		OnStateChange: changes.record,
 	}))
 	for range 19 {
 		_, err := try(c, srv.URL)
@@ -384,11 +386,11 @@ func testBreakerOpenTimeoutOnTheClock(t *testing.T, clockFirst bool) {
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	breaker := retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-		MinRequests: 1, OpenTimeout: time.Minute, OnStateChange: changes.record,
+		MinRequests: 1, OpenTimeout: time.Minute,
 	})
-	opts := []retryhttp.Option{retryhttp.WithClock(clock), breaker}
+	opts := []retryhttp.Option{retryhttp.WithClock(clock), breaker, changes.option()}
 	if !clockFirst {
-		opts = []retryhttp.Option{breaker, retryhttp.WithClock(clock)}
+		opts = []retryhttp.Option{breaker, retryhttp.WithClock(clock), changes.option()}
 	}
 	c := testkit.NewClient(t, append([]retryhttp.Option{retryhttp.WithMaxRetries(0)}, opts...)...)
 	_, err := try(c, srv.URL)
@@ -414,8 +416,8 @@ func TestBreakerHalfOpenClosesOnTheClock(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 2, HalfOpenProbes: 2, OnStateChange: changes.record,
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 2, HalfOpenProbes: 2,
 		}))
 	for range 2 {
 		_, err := try(c, srv.URL)
@@ -438,8 +440,8 @@ func TestBreakerWindowRollsOnTheClock(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 5, Window: 10 * time.Second, OnStateChange: changes.record,
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 5, Window: 10 * time.Second,
 		}))
 	fail := func(n int) {
 		t.Helper()
@@ -479,8 +481,8 @@ func TestBreakerSamplesOfAnEarlierStateDoNotCount(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 2, HalfOpenProbes: 1, OnStateChange: changes.record,
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 2, HalfOpenProbes: 1,
 		}))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -542,7 +544,7 @@ func TestBreakerConcurrentSamples(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{OnStateChange: changes.record}))
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{}))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -600,9 +602,9 @@ func TestBreakerCycleConcurrentOnTheTransportClock(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	var changes transitions
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0), retryhttp.WithClock(clock),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 20, HalfOpenProbes: 3, OpenTimeout: 30 * time.Second,
-			Window: time.Minute, OnStateChange: changes.record,
+			Window: time.Minute,
 		}))
 
 	// 1. Failures from 8 goroutines open the circuit once the window holds
@@ -658,8 +660,8 @@ func TestBreakerCycleConcurrentOnTheRealClock(t *testing.T) {
 	// OpenTimeout is a nanosecond, so that the real clock passes it at
 	// once: the next request after the circuit opens is a probe.
 	c := testkit.NewClient(t, retryhttp.WithMaxRetries(0),
-		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 20, HalfOpenProbes: 3, OpenTimeout: time.Nanosecond, OnStateChange: changes.record,
+		changes.option(), retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
+			MinRequests: 20, HalfOpenProbes: 3, OpenTimeout: time.Nanosecond,
 		}))
 
 	ok, _ := burst(t, c, srv.URL, 8, 160)

@@ -24,15 +24,19 @@ const (
 	// success, on top of the parked retries the host's window releases.
 	DefaultRetryBudgetCapacity = 10
 
-	// DefaultRetryBudgetMaxHosts bounds the number of hosts a budget tracks.
-	DefaultRetryBudgetMaxHosts = 1024
-
 	// DefaultMaxParkedWait bounds the time one request spends parked, in
 	// all: a blip shorter than this is ridden out.
 	DefaultMaxParkedWait = 2 * time.Second
+)
 
-	// DefaultMaxParked bounds the retries parked on one host at once.
-	DefaultMaxParked = 10_000
+// The defaults of RetryBudgetOptions that no other package needs, stated in
+// its field docs.
+const (
+	// defaultRetryBudgetMaxHosts bounds the number of hosts a budget tracks.
+	defaultRetryBudgetMaxHosts = 1024
+
+	// defaultMaxParked bounds the retries parked on one host at once.
+	defaultMaxParked = 10_000
 )
 
 // RetryBudgetOptions configures NewRetryBudget. The zero value of each field
@@ -57,7 +61,7 @@ type RetryBudgetOptions struct {
 	// it, a new host evicts another (one whose bucket is full if one is
 	// found quickly, else an arbitrary one without parked retries), which
 	// starts again with a full bucket when it next fails. The default is
-	// DefaultRetryBudgetMaxHosts, 1024.
+	// 1024.
 	MaxHosts int
 
 	// NoParking turns parking off: a retry without a token is dropped at
@@ -73,8 +77,7 @@ type RetryBudgetOptions struct {
 	MaxWait time.Duration
 
 	// MaxParked bounds the retries parked on one host at once; past it, a
-	// retry without a token is dropped at once. The default is
-	// DefaultMaxParked, 10,000.
+	// retry without a token is dropped at once. The default is 10,000.
 	MaxParked int
 
 	// Clock is where the budget reads the time: its hosts' recent
@@ -182,10 +185,10 @@ func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
 	cfg := budget.Config{
 		Ratio:     ratio,
 		Capacity:  capacity,
-		MaxHosts:  positiveOr(opts.MaxHosts, DefaultRetryBudgetMaxHosts),
+		MaxHosts:  positiveOr(opts.MaxHosts, defaultRetryBudgetMaxHosts),
 		NoParking: opts.NoParking,
 		MaxWait:   positiveOr(opts.MaxWait, DefaultMaxParkedWait),
-		MaxParked: positiveOr(opts.MaxParked, DefaultMaxParked),
+		MaxParked: positiveOr(opts.MaxParked, defaultMaxParked),
 	}
 	var clk budget.Clock // nil: the real clock, read cheaply
 	if opts.Clock != nil {

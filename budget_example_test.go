@@ -85,8 +85,8 @@ func ExampleRetryBudgetOptions_clock() {
 
 // A dead backend drains its host's bucket: RetryBudget.Hosts shows the
 // tokens left, what a gauge of the budget reports (otelretryhttp's
-// ObserveRetryBudget). DefaultRetryBudget, or a Transport's RetryBudget,
-// gives the budget of Transports made without WithRetryBudget.
+// ObserveRetryBudget). The budget is the one passed to WithRetryBudget;
+// DefaultRetryBudget gives that of Transports made without the option.
 func ExampleRetryBudget_Hosts() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -102,7 +102,7 @@ func ExampleRetryBudget_Hosts() {
 		return
 	}
 	res.Body.Close()
-	for h := range tr.RetryBudget().Hosts() {
+	for h := range budget.Hosts() {
 		fmt.Printf("%d; tokens left %.0f of %d; parked %d\n", res.StatusCode, h.Tokens, h.Capacity, h.Parked)
 	}
 	// Output:
@@ -233,7 +233,9 @@ func ExampleWithCircuitBreaker() {
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 2,
 			OpenTimeout: time.Hour,
-			OnStateChange: func(_ string, from, to retryhttp.CircuitState) {
+		}),
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnCircuitStateChange: func(_ string, from, to retryhttp.CircuitState) {
 				fmt.Printf("circuit: %s -> %s\n", from, to)
 			},
 		}),

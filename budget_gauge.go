@@ -58,9 +58,3 @@ func (b *RetryBudget) Hosts() iter.Seq[HostBudget] {
 // reading its state with Hosts: otelretryhttp.ObserveRetryBudget reports
 // it as metrics. It is made on first use.
 func DefaultRetryBudget() *RetryBudget { return defaultBudget() }
-
-// RetryBudget returns the retry budget t uses for destinations without a
-// budget of their own (in a Policy): the one set by WithRetryBudget,
-// the process's default (DefaultRetryBudget) without that option, or nil
-// when it is turned off.
-func (t *Transport) RetryBudget() *RetryBudget { return t.retryBudget() }

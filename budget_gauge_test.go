@@ -95,13 +95,6 @@ func TestBudgetHostsParked(t *testing.T) {
 	assert.Zero(t, hostsOf(b)[dest].Parked)
 }
 
-func TestTransportRetryBudget(t *testing.T) {
-	assert.Same(t, retryhttp.DefaultRetryBudget(), retryhttp.New().RetryBudget(), "without WithRetryBudget")
-	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
-	assert.Same(t, b, retryhttp.New(retryhttp.WithRetryBudget(b)).RetryBudget())
-	assert.Nil(t, retryhttp.New(retryhttp.WithRetryBudget(nil)).RetryBudget(), "turned off")
-}
-
 // TestBudgetHostsAllocatesOneStringPerHost: Hosts allocates the
 // destination's string and nothing else, for a host on its scheme's
 // default port (whose port Destination spells out) as for any other.

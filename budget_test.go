@@ -149,7 +149,7 @@ func TestBudgetMaxHosts(t *testing.T) {
 		give int
 		want int
 	}{
-		{name: "default", give: 0, want: retryhttp.DefaultRetryBudgetMaxHosts},
+		{name: "default", give: 0, want: 1024},
 		{name: "100", give: 100, want: 100},
 		{name: "fewer than shards", give: 5, want: 5},
 		{name: "one", give: 1, want: 1},
@@ -530,6 +530,7 @@ func TestDefaultBudgetSharedByTransports(t *testing.T) {
 	own := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
 	c := retryhttp.New(retryhttp.WithRetryBudget(own))
 	require.NotNil(t, retryhttp.DefaultBudgetOf(a))
+	assert.Same(t, retryhttp.DefaultRetryBudget(), retryhttp.DefaultBudgetOf(a), "the one DefaultRetryBudget returns")
 	assert.Same(t, retryhttp.DefaultBudgetOf(a), retryhttp.DefaultBudgetOf(b))
 	assert.Same(t, own, retryhttp.DefaultBudgetOf(c))
 	assert.Nil(t, retryhttp.DefaultBudgetOf(retryhttp.New(retryhttp.WithRetryBudget(nil))))

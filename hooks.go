@@ -121,9 +121,10 @@ type Hooks struct {
 
 	// OnCircuitStateChange is called on every change of state of a
 	// destination's circuit breaker (WithCircuitBreaker), with the
-	// destination as scheme://host:port, after CircuitBreakerSettings'
-	// OnStateChange, and with the same guarantees: one call at a time, in
-	// order, outside the breaker's lock. Without a circuit breaker it is
+	// destination as scheme://host:port. Calls are made one at a time, in
+	// the order of the changes, by the goroutine of a request that saw a
+	// change, after the breaker's lock is released: the hook may send
+	// requests through the same Transport. Without a circuit breaker it is
 	// never called. The order of WithHooks and WithCircuitBreaker does not
 	// matter.
 	OnCircuitStateChange func(host string, from, to CircuitState)

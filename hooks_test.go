@@ -350,7 +350,10 @@ func TestHooksCircuitOpen(t *testing.T) {
 	}}, logs[0])
 }
 
-func TestHooksCircuitStateChangeAfterSettingsCallback(t *testing.T) {
+// TestHooksCircuitStateChangeInOptionOrder checks that OnCircuitStateChange
+// hooks run in the order of their options, whether installed before or
+// after WithCircuitBreaker.
+func TestHooksCircuitStateChangeInOptionOrder(t *testing.T) {
 	srv := testkit.NewCountingServer(t, testkit.Always(503))
 	var order []string
 	var mu sync.Mutex
@@ -362,18 +365,19 @@ func TestHooksCircuitStateChangeAfterSettingsCallback(t *testing.T) {
 		}
 	}
 	tr := testkit.NewTransport(t, retryhttp.WithMaxRetries(0),
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook1")}), // before the breaker
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
-			MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour, OnStateChange: note("settings"),
+			MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Hour,
 		}),
-		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook1")}),
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook2")}),
 		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: nil}),
-		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook2")}))
+		retryhttp.WithHooks(retryhttp.Hooks{OnCircuitStateChange: note("hook3")}))
 
 	_, err := (&observed{tr: tr}).send(newGet(t, context.Background(), srv.URL))
 	require.NoError(t, err)
 	host := hostmap.KeyOf(mustRequest(srv.URL)).String()
 	assert.Equal(t, []string{
-		"settings " + host + " closed→open", "hook1 " + host + " closed→open", "hook2 " + host + " closed→open",
+		"hook1 " + host + " closed→open", "hook2 " + host + " closed→open", "hook3 " + host + " closed→open",
 	}, order)
 }
 

@@ -91,7 +91,7 @@ type LoadShedderOptions struct {
 	// with the old and the new limit, on the goroutine of the request
 	// whose completion changed it and outside any lock. Changes that
 	// happen at nearly the same time may be reported out of order:
-	// LoadShedder.Limit has the current value.
+	// LoadShedder.Stats().Limit has the current value.
 	OnLimitChange func(from, to int)
 }
 
@@ -222,15 +222,12 @@ func retryAfterRange(base time.Duration, jitter float64) (lo, hi int) {
 	return lo, hi
 }
 
-// Limit returns the current limit. It is safe to call at any time,
-// from OnLimitChange and OnDecision hooks included.
-func (s *LoadShedder) Limit() int { return int(s.limit.Load()) }
-
-// Stats returns the shedder's counters. The values are read one after the
-// other, not as one snapshot.
+// Stats returns the shedder's current limit and counters. The values are
+// read one after the other, not as one snapshot. It is safe to call at any
+// time, from OnLimitChange and OnDecision hooks included.
 func (s *LoadShedder) Stats() LoadShedderStats {
 	return LoadShedderStats{
-		Limit: s.Limit(), InFlight: int(s.inflight.Load()), Queued: int(s.queued.Load()),
+		Limit: int(s.limit.Load()), InFlight: int(s.inflight.Load()), Queued: int(s.queued.Load()),
 		Admitted: s.admitted.Load(), Shed: s.shed.Load(), Late: s.late.Load(),
 	}
 }
@@ -392,7 +389,7 @@ func (s *LoadShedder) decided(r *http.Request, shed bool, reason ShedReason, mus
 	}
 	s.onDecision(ShedDecision{
 		Req: r, Shed: shed, Reason: reason, MustPass: mustPass,
-		Limit: s.Limit(), InFlight: int(s.inflight.Load()), Queued: int(s.queued.Load()),
+		Limit: int(s.limit.Load()), InFlight: int(s.inflight.Load()), Queued: int(s.queued.Load()),
 		Waited: waited,
 	})
 }

@@ -371,7 +371,7 @@ func TestLoadShedderOptionsClamped(t *testing.T) {
 	tests := []struct {
 		name string
 		give inbound.LoadShedderOptions
-		want int // Limit() at the start
+		want int // Stats().Limit at the start
 	}{
 		{"fixed default", inbound.LoadShedderOptions{}, 100},
 		{"fixed negative", inbound.LoadShedderOptions{Limit: -3}, 100},
@@ -384,7 +384,7 @@ func TestLoadShedderOptionsClamped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, inbound.NewLoadShedder(tt.give).Limit())
+			assert.Equal(t, tt.want, inbound.NewLoadShedder(tt.give).Stats().Limit)
 		})
 	}
 }

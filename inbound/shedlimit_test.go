@@ -177,7 +177,7 @@ func TestLoadShedderAdaptiveReportsLimitChanges(t *testing.T) {
 			require.Equal(t, http.StatusOK, <-h, "batch %d", batch)
 		}
 	}
-	assert.Equal(t, 11, s.Limit())
+	assert.Equal(t, 11, s.Stats().Limit)
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []change{{10, 11}}, changes)

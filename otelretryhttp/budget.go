@@ -33,8 +33,9 @@ const (
 // report the state of each destination host of b, read from b.Hosts when
 // the metrics are collected: nothing is recorded per request, so it costs
 // the requests nothing, and collection never blocks them. Pass
-// retryhttp.DefaultRetryBudget() (or a Transport's RetryBudget()) for the
-// budget of Transports made without WithRetryBudget.
+// the *retryhttp.RetryBudget given to WithRetryBudget, or
+// retryhttp.DefaultRetryBudget() for the budget of Transports made without
+// that option.
 //
 // Each data point has server.address and server.port (and url.scheme) of
 // its destination, so the number of series is bounded by the budget's

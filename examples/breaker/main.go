@@ -5,7 +5,8 @@
 // It starts, on loopback, a backend that answers 503 until told to heal,
 // and a Transport WithCircuitBreaker: 10 samples (logical requests) at 50%
 // failures open the circuit, which stays open 200ms and then lets 3 probes
-// through. Every state change is printed by the OnStateChange callback.
+// through. Every state change is printed by a Hooks.OnCircuitStateChange
+// hook.
 //
 // Run it with: go run ./examples/breaker
 package main
@@ -41,7 +42,9 @@ func main() {
 		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{
 			MinRequests: 10,
 			OpenTimeout: 200 * time.Millisecond,
-			OnStateChange: func(host string, from, to retryhttp.CircuitState) {
+		}),
+		retryhttp.WithHooks(retryhttp.Hooks{
+			OnCircuitStateChange: func(host string, from, to retryhttp.CircuitState) {
 				fmt.Printf("  [%4dms] circuit of %s: %s → %s\n", time.Since(start).Milliseconds(), host, from, to)
 			},
 		}),
