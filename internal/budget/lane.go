@@ -28,6 +28,12 @@ import (
 //     pause answers: the gap is their interval over the successes in it
 //     (with fewer than two, the gap doubles); each success shortens it by
 //     a twentieth, to find out whether the host accepts more.
+//   - Once the host has answered no pause, to anyone, for as long as the
+//     pause it last stated, it has room again (a rate limiter refilled:
+//     the callers that kept it full are gone): each success halves the
+//     gap again until the next pause answer, so that a queue built up
+//     while the host was full drains at the host's pace, not at the
+//     twentieth's.
 //
 // A gap shortened by a success counts from the latest release, not from
 // the release it was set at. A pause answer slows the pace at most once
@@ -167,6 +173,12 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (sl
 		// old pace, it says nothing of the new one.
 	case out == SlotOK:
 		l.markOK++
+		if stated := h.pause.stated.Load(); l.gap > 0 && !l.probing && at-h.pause.last.Load() > stated {
+			// No pause answered to anyone for as long as the latest
+			// pause stated: the host has room again (a rate limiter
+			// refilled); find its pace again, halving per success.
+			l.probing = true
+		}
 		switch {
 		case l.gap == 0:
 		case l.probing:

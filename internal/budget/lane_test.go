@@ -219,3 +219,30 @@ func TestLaneAliveByPause(t *testing.T) {
 	st = w.Check()
 	assert.Equal(t, WaitReleased, st.State, "the pause ran out")
 }
+
+// TestLaneProbesAgainOnceThePauseIsOver: once the pace was measured, a
+// success shortens the gap by a twentieth while the host still answers
+// pauses to anyone; once it has answered none for as long as the pause it
+// last stated (a rate limiter refilled: the callers that kept it full are
+// gone), each success halves the gap, to find the host's pace again.
+func TestLaneProbesAgainOnceThePauseIsOver(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		f := newLaneFixture(t)
+		f.h.lock(func() {
+			f.h.lane.gap, f.h.lane.probing, f.h.lane.next = 100*time.Millisecond, false, f.b.clock()
+		})
+		ls := f.released(f.wait(1))
+		require.Len(t, ls, 1)
+		if quiet {
+			f.clock.advance(time.Second + time.Millisecond) // no pause answered for the pause stated
+		} else {
+			f.clock.advance(500 * time.Millisecond)
+		}
+		f.answer(ls[0], true)
+		want := 95 * time.Millisecond
+		if quiet {
+			want = 50 * time.Millisecond
+		}
+		assert.Equal(t, want, f.h.lane.gap, "quiet for the pause stated: %v", quiet)
+	}
+}
