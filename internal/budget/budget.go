@@ -157,7 +157,7 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 			out = SlotNeutral
 		}
 		h.mu.Lock()
-		slowed := h.laneSettle(at, l.seq, out, o.Pause)
+		slowed := h.laneSettle(at, l.seq, out, o.Pause, l.hold)
 		h.step(at, input{ev: evPoke})
 		h.mu.Unlock()
 		if slowed {

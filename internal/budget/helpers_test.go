@@ -49,7 +49,7 @@ func (b *Budget) poke(h *host) { h.lock(func() { h.step(b.clock(), input{ev: evP
 
 // leaseOf returns the lease of w, released on h.
 func (b *Budget) leaseOf(h *host, w *Waiter) Lease {
-	return Lease{b: b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane}
+	return Lease{b: b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane, hold: w.hold}
 }
 
 // pacing returns h's window, the slots held and the retries parked.

@@ -30,7 +30,8 @@ import (
 //     a twentieth, to find out whether the host accepts more.
 //   - Once the host has answered no pause, to anyone, for as long as the
 //     pause it last stated, it has room again (a rate limiter refilled:
-//     the callers that kept it full are gone): each success halves the
+//     the callers that kept it full are gone; unless they held for the
+//     pause, Waiter.hold, which silences it): each success halves the
 //     gap again until the next pause answer, so that a queue built up
 //     while the host was full drains at the host's pace, not at the
 //     twentieth's.
@@ -160,10 +161,12 @@ func (h *host) laneWake(w *Waiter) int64 {
 
 // laneSettle records the answer to a retry the lane released at time at:
 // out says whether it succeeded (SlotNeutral: cancelled, it says nothing
-// of the host), pause whether the host asked for a pause again. It
+// of the host), pause whether the host asked for a pause again, hold
+// whether its caller held for the host's stated pause (then no answer
+// says the pause is over: the caller held everyone). It
 // reports whether the answer slowed the pace down: the lane's retries
 // that do so are those the bucket pays for. Requires h.mu.
-func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (slowed bool) {
+func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause, hold bool) (slowed bool) {
 	l := &h.lane
 	l.inFlight--
 	switch {
@@ -173,7 +176,7 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause bool) (sl
 		// old pace, it says nothing of the new one.
 	case out == SlotOK:
 		l.markOK++
-		if stated := h.pause.stated.Load(); l.gap > 0 && !l.probing && at-h.pause.last.Load() > stated {
+		if stated := h.pause.stated.Load(); l.gap > 0 && !l.probing && !hold && at-h.pause.last.Load() > stated {
 			// No pause answered to anyone for as long as the latest
 			// pause stated: the host has room again (a rate limiter
 			// refilled); find its pace again, halving per success.

@@ -246,3 +246,21 @@ func TestLaneProbesAgainOnceThePauseIsOver(t *testing.T) {
 		assert.Equal(t, want, f.h.lane.gap, "quiet for the pause stated: %v", quiet)
 	}
 }
+
+// TestLaneHeldCallersDoNotEndThePause: a host whose callers hold for its
+// stated pause (WithHoldDuringPause) answers no pause because nobody asks:
+// that quiet does not make the lane probe again.
+func TestLaneHeldCallersDoNotEndThePause(t *testing.T) {
+	f := newLaneFixture(t)
+	f.h.lock(func() {
+		f.h.lane.gap, f.h.lane.probing, f.h.lane.next = 100*time.Millisecond, false, f.b.clock()
+	})
+	w := f.b.laneWaiter(f.h, true, f.clock)
+	require.True(t, f.b.enqueue(f.h, w))
+	f.clock.advance(time.Second + time.Millisecond) // the pause ran out, none answered since
+	f.b.poke(f.h)
+	ls := f.released([]*Waiter{w})
+	require.Len(t, ls, 1)
+	f.answer(ls[0], true)
+	assert.Equal(t, 95*time.Millisecond, f.h.lane.gap, "a twentieth, not a half")
+}

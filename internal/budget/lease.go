@@ -11,7 +11,8 @@ type Lease struct {
 	host *host
 	seq  uint64
 	held bool
-	lane bool // released by the pause lane (lane.go)
+	lane bool // released by the pause lane (lane.go)…
+	hold bool // …to a caller that holds for the host's stated pause
 	owed int
 }
 
@@ -24,7 +25,7 @@ func (l *Lease) End(out SlotOutcome, lat, timeout time.Duration) {
 	h := l.host
 	h.mu.Lock()
 	if l.lane {
-		h.laneSettle(l.b.clock(), l.seq, out, false)
+		h.laneSettle(l.b.clock(), l.seq, out, false, l.hold)
 		h.step(l.b.clock(), input{ev: evPoke})
 	} else {
 		h.step(l.b.clock(), input{ev: evSettle, out: out, seq: l.seq, lat: lat, timeout: timeout})

@@ -165,7 +165,7 @@ func (w *Waiter) stand() Stand {
 	h := w.h
 	st := Stand{State: w.state, Window: int(h.p.window), InFlight: h.p.inFlight, Parked: h.p.queue.n}
 	if w.state == WaitReleased {
-		st.Lease = Lease{b: w.b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane}
+		st.Lease = Lease{b: w.b, host: h, seq: w.seq, held: w.seq != 0, lane: w.lane, hold: w.hold}
 		if !st.Lease.held && !w.lane { // released with a token
 			if !w.owes {
 				w.owes, w.owed = true, w.r.owe()
