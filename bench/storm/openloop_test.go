@@ -212,19 +212,25 @@ func openLoopStorms() []olStorm {
 	}
 }
 
-// olPolicy is a client policy: a new Transport per run.
+// olPolicy is a client policy: a new Transport per run, and the budget it
+// uses if it has one of its own (for -openloop.trace).
 type olPolicy struct {
 	name string
-	opts func() []retryhttp.Option
+	opts func() ([]retryhttp.Option, *retryhttp.RetryBudget)
 }
 
 func openLoopPolicies() []olPolicy {
 	return []olPolicy{
-		{"defaults", func() []retryhttp.Option {
-			return []retryhttp.Option{retryhttp.WithRetryBudget(retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{}))}
+		{"defaults", func() ([]retryhttp.Option, *retryhttp.RetryBudget) {
+			b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{})
+			return []retryhttp.Option{retryhttp.WithRetryBudget(b)}, b
 		}},
-		{"full jitter", func() []retryhttp.Option { return []retryhttp.Option{retryhttp.WithRetryBudget(nil)} }},
-		{"no retries", func() []retryhttp.Option { return []retryhttp.Option{retryhttp.WithMaxRetries(0)} }},
+		{"full jitter", func() ([]retryhttp.Option, *retryhttp.RetryBudget) {
+			return []retryhttp.Option{retryhttp.WithRetryBudget(nil)}, nil
+		}},
+		{"no retries", func() ([]retryhttp.Option, *retryhttp.RetryBudget) {
+			return []retryhttp.Option{retryhttp.WithMaxRetries(0)}, nil
+		}},
 	}
 }
 
@@ -450,9 +456,10 @@ func runOpenLoopPolicy(st olStorm, seed uint64, spells []olSpell, arrivals []tim
 			}
 		},
 	}
-	rt := retryhttp.New(append(p.opts(), retryhttp.WithHooks(hooks))...)
+	opts, budget := p.opts()
+	rt := retryhttp.New(append(opts, retryhttp.WithHooks(hooks))...)
 	tokens = func() string {
-		for h := range rt.RetryBudget().Hosts() {
+		for h := range budget.Hosts() {
 			return fmt.Sprintf(" (tokens %.1f, window %d, in flight %d, parked %d)", h.Tokens, h.Window, h.InFlight, h.Parked)
 		}
 		return ""
