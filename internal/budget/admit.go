@@ -91,7 +91,7 @@ type mode uint8
 const (
 	normal     mode = iota // it answers: a retry without a token is refused, the host has no room for it
 	outage                 // its latest outageStreak attempts failed, one succeeded within MaxWait: park
-	recovering             // the retries parked in an outage are being released (the gate is open): park behind them
+	recovering             // the outage ended within probeQuiet, or its parked retries are being released (the gate is open): park
 	dead                   // an outage with no success for MaxWait: refused at once, parked retries give up
 )
 
@@ -103,7 +103,16 @@ func (h *host) mode(at int64) mode {
 		return outage
 	case failing:
 		return dead
-	case !alive || h.waiting.Load() == 0:
+	case !alive:
+		return normal
+	case at-h.stats.outEnd.Load() < int64(probeQuiet):
+		// The outage ended less than the gate's span ago: the retries
+		// of its failures, whose delays end now, meet an empty bucket
+		// and a gate still closed by those failures; they park, and
+		// leave when it opens, rather than be refused as the host
+		// answers again.
+		return recovering
+	case h.waiting.Load() == 0:
 		return normal
 	}
 	h.mu.Lock()

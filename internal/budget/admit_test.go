@@ -112,6 +112,27 @@ func TestAdmitTheTable(t *testing.T) {
 		r.Bound = 300 * time.Millisecond
 		assert.Equal(t, Refuse, f.b.Admit(r).Do)
 	})
+	t.Run("no token, an outage just ended: parked until the gate opens", func(t *testing.T) {
+		f := newAdmitFixture(t)
+		f.drain()
+		f.fail(outageStreak)
+		f.clock.advance(10 * time.Millisecond)
+		f.b.Settle(f.req, true, true, &Outcome{First: true}, nil) // the host answers again
+		assert.Equal(t, recovering, f.h.mode(f.b.clock()), "within the gate's span of the outage's end")
+		v := f.b.Admit(f.retry(http.StatusServiceUnavailable, 0))
+		require.Equal(t, Park, v.Do, "a retry of the outage, whose delay ends now")
+		f.clock.advance(probeQuiet)
+		assert.Equal(t, normal, f.h.mode(f.b.clock()), "the gate's span later: the host has room, or not")
+		assert.Equal(t, Refuse, f.b.Admit(f.retry(http.StatusServiceUnavailable, 0)).Do)
+	})
+	t.Run("a first success long after failures ends no outage", func(t *testing.T) {
+		f := newAdmitFixture(t)
+		f.drain()
+		f.fail(outageStreak)
+		f.clock.advance(probeQuiet) // quiet: the failures are old
+		f.b.Settle(f.req, true, true, &Outcome{First: true}, nil)
+		assert.Equal(t, normal, f.h.mode(f.b.clock()))
+	})
 	t.Run("dead for MaxWait: refused", func(t *testing.T) {
 		f := newAdmitFixture(t)
 		f.drain()

@@ -15,6 +15,7 @@ type hostStats struct {
 	lastOK   atomic.Int64 // budget clock of the latest successful attempt
 	lastFail atomic.Int64 // of the latest failed one
 	streak   atomic.Int64 // attempts failed in a row since the latest success
+	outEnd   atomic.Int64 // budget clock of the success that ended the latest outage
 }
 
 type statsSlot struct {
@@ -30,7 +31,12 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 		if at-st.lastOK.Load() > int64(time.Millisecond) {
 			st.lastOK.Store(at)
 		}
-		if st.streak.Load() != 0 {
+		if n := st.streak.Load(); n != 0 {
+			if n >= outageStreak && at-st.lastFail.Load() < int64(probeQuiet) {
+				// The end of an outage (the failures are recent: a
+				// host's first success after a quiet spell ends none).
+				st.outEnd.Store(at)
+			}
 			st.streak.Store(0)
 		}
 	} else {

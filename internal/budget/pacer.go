@@ -96,6 +96,7 @@ func newHost(capacity int64, maxWait time.Duration, at int64) *host {
 	// Nothing is known to succeed on a host that never answered: its
 	// first failure is an outage's.
 	h.stats.streak.Store(outageStreak)
+	h.stats.outEnd.Store(math.MinInt64 / 2)
 	// The window starts at its cap: the pace, not a slow start, bounds
 	// the first releases.
 	h.p.window = float64(minWindowCap)
