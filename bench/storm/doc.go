@@ -19,12 +19,12 @@
 // TestOpenLoopStorms (openloop_test.go) measures two storms of an open
 // loop of GETs against a loopback host, for the defaults, full jitter
 // without a budget and no retries: short connection-reset blips, and a
-// host flapping between 400ms up and 200ms of 503s. It is out of the
-// default run (a minute); its doc has the storms and the flags.
+// host flapping between 400ms up and 200ms of 503s, in about a minute; its
+// doc has the storms and the flags.
 //
 // Run the amplification tests with: cd bench/storm && go test -v ./...
 // Run the open-loop storms with:
-// cd bench/storm && go test -run TestOpenLoopStorms -count=1 -v . -args -openloop
+// cd bench/storm && go test -run TestOpenLoopStorms -count=1 -v .
 // Run the benchmarks, with benchstat tables, with: bench/run.sh
 // Count their instructions under callgrind with: bench/cost/run.sh
 // Rewrite docs/performance.md with: bench/perfdoc.sh
