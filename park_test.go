@@ -463,3 +463,50 @@ func TestParkedOnlyInAnOutage(t *testing.T) {
 	require.Len(t, ev.Dropped, 1)
 	assert.Equal(t, retryhttp.StopBudgetRefused, ev.Dropped[0].Reason)
 }
+
+// TestParkedJustAfterAnOutage: a retry of a failure that comes just as an
+// outage ends, its delay ending with the host answering again but its
+// bucket spent, parks until the host's gate opens, and succeeds; refused,
+// as a host with no room is answered, it would end with the 503.
+func TestParkedJustAfterAnOutage(t *testing.T) {
+	var down atomic.Bool
+	var failOnce atomic.Bool
+	down.Store(true)
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		if down.Load() || r.URL.Path == "/once" && failOnce.CompareAndSwap(true, false) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	b := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Capacity: 1})
+	var ev testkit.ParkEvents
+	stops := make(chan retryhttp.StopReason, 1)
+	c := testkit.NewClient(t, retryhttp.WithRetryBudget(b), ev.Option(),
+		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 10 * time.Millisecond }),
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) {
+			if !d.Retry && d.Attempt.Req.URL.Path == "/once" {
+				stops <- d.Reason
+			}
+		}}))
+	once := retryhttp.New(retryhttp.WithRetryBudget(b), retryhttp.WithMaxRetries(0))
+
+	// An outage: ten first attempts fail in a row, and a retry spends the
+	// bucket's one token.
+	for range 10 {
+		res, err := once.RoundTrip(testkit.NewRequest(t, http.MethodGet, srv.URL+"/", nil))
+		require.NoError(t, err)
+		res.Body.Close()
+	}
+	require.True(t, budgetWithdraw(b, srv.URL), "the bucket's token")
+	// The host answers again; a request fails once just after.
+	down.Store(false)
+	res, err := once.RoundTrip(testkit.NewRequest(t, http.MethodGet, srv.URL+"/", nil))
+	require.NoError(t, err)
+	res.Body.Close()
+	failOnce.Store(true)
+	assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/once"), "its retry parked, then succeeded")
+	assert.Equal(t, retryhttp.StopSuccess, <-stops)
+	assert.Equal(t, 1, ev.Count(retryhttp.ParkParked))
+	assert.Equal(t, 1, ev.Count(retryhttp.ParkReleased))
+}
