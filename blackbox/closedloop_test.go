@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/blip"
 	"github.com/seed2409de8f/retryhttp/internal/testkit"
 	"github.com/seed2409de8f/retryhttp/internal/tokenbucket"
 	"github.com/stretchr/testify/assert"
@@ -210,16 +211,11 @@ func TestClosedLoopRateLimitedBatch(t *testing.T) {
 }
 
 // blipServer answers 200, except for blipFor from the first request that
-// arrives once it is armed: 503 at once, without Retry-After. The blip
-// starting on an arrival makes sure the callers meet it however late a
-// loaded machine runs them.
+// arrives once it is armed (internal/blip): 503 at once, without
+// Retry-After.
 type blipServer struct {
 	*testkit.CountingServer
-	arrivals atomic.Int64 // since armed
-
-	mu    sync.Mutex
-	armed bool
-	from  time.Time
+	blip.Switch
 }
 
 const blipFor = 300 * time.Millisecond
@@ -227,37 +223,19 @@ const blipFor = 300 * time.Millisecond
 func newBlipServer(t *testing.T) *blipServer {
 	s := &blipServer{}
 	s.CountingServer = testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		now := time.Now()
-		s.mu.Lock()
-		if s.armed {
-			s.arrivals.Add(1)
-			if s.from.IsZero() {
-				s.from = now
-			}
-		}
-		failing := !s.from.IsZero() && now.Sub(s.from) < blipFor
-		s.mu.Unlock()
-		if failing {
+		if s.Failing(time.Now(), blipFor) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
 	return s
 }
 
-func (s *blipServer) arm() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.armed = true
-}
-
 // end returns when the blip ended (zero if it never started).
 func (s *blipServer) end() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.from.IsZero() {
-		return time.Time{}
+	if from := s.Start(); !from.IsZero() {
+		return from.Add(blipFor)
 	}
-	return s.from.Add(blipFor)
+	return time.Time{}
 }
 
 // blipGets runs callers goroutines that each send gets GETs to url, one
@@ -389,7 +367,7 @@ func TestClosedLoopWorkerPoolBlip(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 				gets = 2
 			}
-			srv.arm()
+			srv.Arm()
 			failed, last := blipGets(c, srv.URL, callers, gets)
 			end := srv.end()
 			require.False(t, end.IsZero(), "the blip started")
@@ -397,7 +375,7 @@ func TestClosedLoopWorkerPoolBlip(t *testing.T) {
 			t.Logf("%s: %d of %d failed, %d attempts at the server; parked %d, released %d, dropped %d; "+
 				"a parked retry waited at most %v after the blip, the queue drained in %v once the host answered, "+
 				"the last answer came %v after the blip",
-				name, failed, callers*gets, srv.arrivals.Load(),
+				name, failed, callers*gets, srv.Arrivals.Load(),
 				ev.Count(retryhttp.ParkParked), ev.Count(retryhttp.ParkReleased), ev.Count(retryhttp.ParkDropped),
 				lag.Round(time.Millisecond), queue.Round(time.Millisecond), drained.Round(time.Millisecond))
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/blip"
 )
 
 // Blip scenario, real time: the retry budget's own times (a parked
@@ -46,45 +47,15 @@ type blipVariant struct {
 var blipVariants = []blipVariant{{name: "warm", warm: true, gets: 2}, {name: "cold", gets: 1}}
 
 // blipServer answers 200 after blipWork, except for blipLength from the
-// first request that arrives once it is armed: 503 at once, without
-// Retry-After. The blip starting on an arrival, rather than at a time set
-// in advance, makes sure that the callers meet it however late a loaded
-// machine runs them.
+// first request that arrives once it is armed (internal/blip): 503 at
+// once, without Retry-After.
 type blipServer struct {
-	arrivals atomic.Int64 // since armed
-	failed   atomic.Int64 // answered 503
-
-	mu    sync.Mutex
-	armed bool
-	from  time.Time // the blip's start; zero until then
-}
-
-// arm makes the next request start the blip.
-func (s *blipServer) arm() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.armed = true
-}
-
-// blip returns when the blip started, or the zero time if it did not.
-func (s *blipServer) blip() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.from
+	blip.Switch
+	failed atomic.Int64 // answered 503
 }
 
 func (s *blipServer) serve(w http.ResponseWriter, r *http.Request) int {
-	now := time.Now()
-	s.mu.Lock()
-	if s.armed {
-		s.arrivals.Add(1)
-		if s.from.IsZero() {
-			s.from = now
-		}
-	}
-	failing := !s.from.IsZero() && now.Sub(s.from) < blipLength
-	s.mu.Unlock()
-	if failing {
+	if s.Failing(time.Now(), blipLength) {
 		s.failed.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
@@ -196,7 +167,7 @@ func runBlipOnce(ctx context.Context, v blipVariant, p policy, callers int) (bli
 			return run, err
 		}
 	}
-	bs.arm()
+	bs.Arm()
 	var last atomic.Int64 // Unix nanoseconds of the last request's end
 	run.failed = countFailed(callers, v.gets, func() error {
 		err := get(ctx, c, srv.URL)
@@ -210,9 +181,9 @@ func runBlipOnce(ctx context.Context, v blipVariant, p policy, callers int) (bli
 	})
 	run.requests = callers * v.gets
 	srv.close()
-	run.attempts = bs.arrivals.Load()
+	run.attempts = bs.Arrivals.Load()
 	run.drain = blipNoDrain
-	if from := bs.blip(); !from.IsZero() {
+	if from := bs.Start(); !from.IsZero() {
 		run.drain = time.Unix(0, last.Load()).Sub(from.Add(blipLength))
 	}
 	return run, nil

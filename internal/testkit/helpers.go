@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,7 +176,7 @@ type RequestSnapshot struct {
 	Method, URL, Host string
 	Header            http.Header
 	Body              io.ReadCloser
-	GetBody           uintptr
+	GetBody           string // what r.GetBody gives: "" without one, else its body or its error
 	ContentLength     int64
 	Ctx               context.Context
 	Close             bool
@@ -193,13 +192,32 @@ func Snapshot(r *http.Request) RequestSnapshot {
 		Host:             r.Host,
 		Header:           r.Header.Clone(),
 		Body:             r.Body,
-		GetBody:          reflect.ValueOf(r.GetBody).Pointer(),
+		GetBody:          getBodyOf(r),
 		ContentLength:    r.ContentLength,
 		Ctx:              r.Context(),
 		Close:            r.Close,
 		TransferEncoding: append([]string(nil), r.TransferEncoding...),
 		Trailer:          r.Trailer.Clone(),
 	}
+}
+
+// getBodyOf returns what r.GetBody gives, read in full: "" without one,
+// else its body, or its error. A GetBody replaced by one that gives
+// another body, or dropped, shows as a change.
+func getBodyOf(r *http.Request) string {
+	if r.GetBody == nil {
+		return ""
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer body.Close()
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return "body: " + string(b)
 }
 
 // NewRequest returns a request with a background context.
