@@ -8,17 +8,23 @@ import (
 	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 )
 
-// ParkKind says what happened to a parked retry.
+// ParkKind says what happened to a wait in the retry budget: a retry
+// parked by an outage, a retry waiting in the host's pause lane, or a first
+// attempt held by WithHoldDuringPause (ParkEvent says how to tell them
+// apart).
 type ParkKind uint8
 
 const (
-	// ParkParked: the budget had no token for the retry; it waits for a
-	// slot of the host's window.
+	// ParkParked: the wait begins: an outage's retry found no token and
+	// waits for a slot of the host's window; a pause's retry (or a held
+	// first attempt) waits in the host's pause lane.
 	ParkParked ParkKind = iota + 1
-	// ParkReleased: the window gave the retry a slot; it is sent now.
+	// ParkReleased: the window gave the retry a slot (or a token came), or
+	// the lane let it go at the host's pace; it is sent now.
 	ParkReleased
-	// ParkDropped: the retry gave up waiting (Reason says why); the
-	// request ends.
+	// ParkDropped: the wait ended without a release (Reason says why). A
+	// retry's request ends; a held first attempt is sent all the same,
+	// unless its caller cancelled.
 	ParkDropped
 )
 
@@ -35,14 +41,22 @@ func (k ParkKind) String() string {
 	return "unknown"
 }
 
-// ParkEvent describes a change of a parked retry, for a Hooks.OnPark
-// hook. docs/budget-algorithm.md describes parking.
+// ParkEvent describes a wait in the retry budget, for a Hooks.OnPark hook:
+// not only the retries an outage parked (docs/budget-algorithm.md), but
+// also every wait in a host's pause lane, outage or not (a 429's retry),
+// and every first attempt held by WithHoldDuringPause. A held first
+// attempt has Attempt.Count 0; a retry in the pause lane has an
+// Attempt.Res that asked for a pause (a 429, or a Retry-After or
+// rate-limit reset asking a wait), though such a retry parks as an
+// outage's when the lane would not release it before its bound;
+// docs/observability.md has more.
 type ParkEvent struct {
 	// Kind says what happened.
 	Kind ParkKind
 
-	// Attempt is the attempt whose retry is parked, as a Decision's. Its
-	// response's body must not be read or closed.
+	// Attempt is the attempt whose retry waits, as a Decision's; for a
+	// held first attempt, only Req is set (Count is 0). Its response's body
+	// must not be read or closed.
 	Attempt Attempt
 
 	// Host is the destination, as scheme://host:port.
@@ -57,11 +71,14 @@ type ParkEvent struct {
 	Window int
 
 	// InFlight is the number of the host's slots held after the event;
-	// Parked the number of retries parked on it.
+	// Parked the number of retries parked on it by an outage. Window,
+	// InFlight and Parked describe the outage's queue, also in an event of
+	// the pause lane, whose waiters they do not count.
 	InFlight, Parked int
 
-	// Reason says why a dropped retry gave up: StopBudgetRefused (a bound
-	// was reached), StopCircuitOpen or StopCanceled. Zero otherwise.
+	// Reason says why a wait ended without a release (ParkDropped):
+	// StopBudgetRefused (a bound was reached), StopCircuitOpen or
+	// StopCanceled. Zero otherwise.
 	Reason StopReason
 }
 

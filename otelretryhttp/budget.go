@@ -21,8 +21,9 @@ const (
 	BudgetTokensName = "retryhttp.client.budget.tokens"
 	// BudgetCapacityName gauges the size of a destination's bucket.
 	BudgetCapacityName = "retryhttp.client.budget.capacity"
-	// BudgetParkedName gauges the retries parked on a destination, waiting
-	// for a slot of its window.
+	// BudgetParkedName gauges the retries parked on a destination by an
+	// outage, waiting for a slot of its window; waits in its pause lane are
+	// not counted.
 	BudgetParkedName = "retryhttp.client.budget.parked"
 	// BudgetInFlightName gauges the slots of a destination's window held:
 	// released parked retries (and hedges) in flight.

@@ -1,8 +1,9 @@
 // Package otelretryhttp records the metrics of a retryhttp.Transport with
 // OpenTelemetry: logical requests and their outcomes, attempts, retries by
-// cause, final failures, retry-budget refusals, parked retries and each
-// host's window, circuit states, the delays chosen before retries, the time
-// retries waited parked and the attempts per request; and, with SpanEvents,
+// cause, final failures, retry-budget refusals, waits in the retry budget
+// (parked retries, the pause lane, held first attempts) and each host's
+// window, circuit states, the delays chosen before retries, the time those
+// waits lasted and the attempts per request; and, with SpanEvents,
 // writes each request's retries onto its trace span.
 //
 // It lives in a module of its own so that the core module does not pull in
@@ -70,11 +71,16 @@ const (
 	// AttemptsPerRequestName is the histogram of attempts per logical
 	// request.
 	AttemptsPerRequestName = "retryhttp.client.attempts_per_request"
-	// ParkedName counts parked retries' events, by ParkEventKey: parked,
-	// released or dropped (retryhttp.ParkEvent).
+	// ParkedName counts the events of waits in the retry budget, by
+	// ParkEventKey: parked, released or dropped (retryhttp.ParkEvent):
+	// retries an outage parked, and also every wait in a host's pause lane
+	// (a 429's retry, outage or not) and every first attempt held by
+	// WithHoldDuringPause. No attribute tells them apart
+	// (docs/observability.md).
 	ParkedName = "retryhttp.client.retries.parked"
-	// ParkWaitName is the histogram of the time retries waited parked, in
-	// seconds, by ParkEventKey (released or dropped).
+	// ParkWaitName is the histogram of the time those waits lasted (the
+	// pause lane's and held first attempts' included), in seconds, by
+	// ParkEventKey (released or dropped).
 	ParkWaitName = "retryhttp.client.park.wait"
 	// ParkWindowName gauges each host's window: the parked retries it lets
 	// be in flight at once.
@@ -162,10 +168,10 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 		metric.WithExplicitBucketBoundaries(attemptsBuckets...))
 	err = errors.Join(err, e)
 	ins.parked, e = m.Int64Counter(ParkedName, metric.WithUnit("{retry}"),
-		metric.WithDescription("Retries without a token parked, released by the host's window, or dropped after waiting."))
+		metric.WithDescription("Waits in the retry budget (retries an outage parked, pause-lane waits, held first attempts): begun, released, or dropped."))
 	err = errors.Join(err, e)
 	ins.parkWait, e = m.Float64Histogram(ParkWaitName, metric.WithUnit("s"),
-		metric.WithDescription("Time a parked retry waited, until released or dropped."),
+		metric.WithDescription("Time a wait in the retry budget (an outage's parked retry, a pause-lane wait, a held first attempt) lasted, until released or dropped."),
 		metric.WithExplicitBucketBoundaries(delayBuckets...))
 	err = errors.Join(err, e)
 	ins.window, e = m.Int64Gauge(ParkWindowName, metric.WithUnit("{retry}"),
