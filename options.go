@@ -146,8 +146,9 @@ func withAttemptTimeout(timeout time.Duration) patch {
 
 // WithMaxDelay sets the longest wait accepted before a retry. When the delay
 // chosen for a retry is longer (a Retry-After of an hour, say), the transport
-// does not wait: it returns the last response, or error, at once. Zero or
-// negative means the default, 60s.
+// does not wait: it returns the last response, or error, at once. It also
+// bounds the wait of a pause's retry in the host's pause lane (RetryBudget).
+// Zero or negative means the default, 60s.
 func WithMaxDelay(maxDelay time.Duration) Option {
 	if maxDelay <= 0 {
 		maxDelay = defaultMaxDelay

@@ -30,7 +30,8 @@ type Policy struct {
 // request runs with: WithMaxRetries, WithShouldRetryFn,
 // WithCustomizedShouldRetryFn, WithDelayFn, WithMaxDelay,
 // WithPreventRetryWithBody, WithAttemptTimeout, WithBodyBufferLimit,
-// WithHedging, WithAdaptiveHedging, WithRetryBudget, WithErrorOnGiveUp,
+// WithHedging, WithAdaptiveHedging, WithRetryBudget, WithHoldDuringPause,
+// WithErrorOnGiveUp,
 // WithRetrySignal, WithAttemptHeader and the idempotency key options.
 //
 // Options that configure the Transport itself rather than a request

@@ -25,8 +25,9 @@ const (
 	StopRetriesExhausted
 
 	// StopBudgetRefused: the destination's retry budget refused the retry:
-	// at once (no token, and it could not be parked), or after it waited
-	// parked until a bound (RetryBudget).
+	// at once (no token, and it could not be parked), after its delay (the
+	// token it saw was taken meanwhile), or after it waited, parked or in
+	// the pause lane, until a bound (RetryBudget).
 	StopBudgetRefused
 
 	// StopCircuitOpen: the destination's circuit breaker is open; nothing
