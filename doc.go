@@ -77,8 +77,8 @@
 // wrap each other in this order, outermost first: the circuit breaker (one
 // sample per logical request, after its retries), the idempotency key (one
 // per logical request), the retry loop or the hedged path, the retry budget
-// (asked before each retry or hedge), and the per-attempt timeout around
-// each attempt.
+// (asked before each retry or hedge, and before a first attempt with
+// [WithHoldDuringPause]), and the per-attempt timeout around each attempt.
 //
 // # Seeing what it did
 //
