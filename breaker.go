@@ -97,7 +97,9 @@ type CircuitBreakerSettings struct {
 //
 // While a destination's circuit is open, RoundTrip fails at once with an
 // error wrapping ErrCircuitOpen, without sending anything; the request's
-// body is closed.
+// body is closed. A retry parked on the destination's retry budget when
+// its circuit opens ends at once too (StopCircuitOpen), with the last
+// response as it is or the last error joined with ErrCircuitOpen.
 func WithCircuitBreaker(settings CircuitBreakerSettings) Option {
 	return func(t *Transport) {
 		t.breakers = newBreakers(settings, t.clk)

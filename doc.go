@@ -23,13 +23,15 @@
 // connection resets only for requests guessed idempotent; 429, or an error
 // response carrying Retry-After; 502 and 503 for requests guessed idempotent;
 // nothing else. The wait ([DefaultDelayFn]) follows Retry-After with ±1/3
-// jitter, or else "full jitter" exponential backoff from 250ms, capped at
-// 10s. Both are replaceable per transport ([WithShouldRetryFn],
+// jitter, or a rate-limit reset header, or else "full jitter" exponential
+// backoff from 250ms (1s for a 429 that states no wait), capped at 10s.
+// Both are replaceable per transport ([WithShouldRetryFn],
 // [WithDelayFn]), per class of request ([WithPolicyFunc], a [Policy] per
 // request; package destinations: a policy per host, wildcard or matcher,
 // from Go or a JSON file, reloadable while requests run) and per request
 // through the context ([SetOptions]). A context's option beats the policy,
-// which beats the transport's option. Every option and its default: [options].
+// which beats the transport's option. Every option and its default: [options];
+// every way a request can end, and what the caller gets then: [default].
 //
 // What it never does: modify the caller's request, copy a body it can
 // replay with GetBody, buffer an unbounded body, wait past the caller's
@@ -42,12 +44,17 @@
 // process's Transports ([RetryBudget]). It limits the retries that fail, not
 // those that succeed: a retry that succeeds gives its token back, so a host
 // failing a share of its requests at random gets its retries as without a
-// budget, while a host that sheds load gets about a tenth of its requests in
-// retries. In an outage, a retry without a token is parked until the host
-// answers again, and released at the pace of the host's own traffic, so a
-// short outage is ridden out while a dead backend sees about 1.0× its
-// callers' requests instead of 4×. The price is waiting, in an outage only:
-// a failed request waits, up to 2s or its deadline, before failing. A
+// budget, while the retries that fail are held to about a tenth of the
+// requests the host answers. The retry of a response that asked for a pause
+// (a 429, a Retry-After) takes no token: it waits the pause, then leaves
+// through the host's pause lane at the pace the host accepts. In an outage,
+// a retry without a token is parked until the host answers again, and
+// released at the pace of the host's own traffic, so a short outage is
+// ridden out while a dead backend sees about 1.0× its callers' requests
+// instead of 4×. The price is waiting: a parked retry waits up to
+// [DefaultMaxParkedWait] in all, or until its deadline, before failing, and
+// a retry in the pause lane up to the maximum delay ([WithMaxDelay]) or its
+// deadline, outage or not. A
 // circuit breaker per host is available ([WithCircuitBreaker]), and so is
 // hedging of idempotent requests ([WithHedging], [WithAdaptiveHedging]),
 // whose hedges spend the same budget.
@@ -70,12 +77,13 @@
 // wrap each other in this order, outermost first: the circuit breaker (one
 // sample per logical request, after its retries), the idempotency key (one
 // per logical request), the retry loop or the hedged path, the retry budget
-// (asked before each retry or hedge), and the per-attempt timeout around
-// each attempt.
+// (asked before each retry or hedge, and before a first attempt with
+// [WithHoldDuringPause]), and the per-attempt timeout around each attempt.
 //
 // # Seeing what it did
 //
-// Hooks on every attempt, decision, parked retry and change of a circuit
+// Hooks on every attempt, decision, wait in a host's queue (a parked retry,
+// a pause lane's wait, a held first attempt) and change of a circuit
 // ([WithHooks]), log/slog records of retries and give-ups ([WithLogger]), and
 // OpenTelemetry metrics from the nested module [otelretryhttp]; all are off
 // by default and free then. In tests, the package [retryhttptest] has
@@ -84,6 +92,7 @@
 //
 // [README]: https://github.com/seed2409de8f/retryhttp#quick-start
 // [options]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/options.md
+// [default]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/default.md#how-a-request-ends
 // [storms]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/storms.md
 // [shedding]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/shedding.md
 // [observability]: https://github.com/seed2409de8f/retryhttp/blob/main/docs/observability.md

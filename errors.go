@@ -50,9 +50,10 @@ var (
 	ErrAttemptTimeout error = attemptTimeoutError{}
 
 	// ErrRetryBudgetExhausted is joined with the last attempt's error when
-	// that error was retryable but the destination's retry budget had no
-	// token left for another attempt and the retry could not be parked, or
-	// waited parked until a bound (see RetryBudget). When the last
+	// that error was retryable but the destination's retry budget refused
+	// the retry: at once (no token, and it could not be parked), or after
+	// it waited, parked or in the host's pause lane, until a bound (see
+	// RetryBudget). When the last
 	// attempt brought a response instead, that response is returned as it
 	// is, with no error (or, with WithErrorOnGiveUp, a *GiveUpError that
 	// wraps this).
@@ -60,7 +61,10 @@ var (
 
 	// ErrCircuitOpen is returned (wrapped, with the destination) when the
 	// circuit breaker of the destination is open, or half-open with all its
-	// probes in flight (see WithCircuitBreaker). The request was not sent.
+	// probes in flight (see WithCircuitBreaker): the request was not sent.
+	// It is also joined with the last attempt's error when the circuit
+	// opened while that attempt's retry was parked (the last response, if
+	// any, is returned as it is).
 	ErrCircuitOpen = errors.New("retryhttp: circuit breaker open")
 
 	// ErrPrepareRetry wraps the error returned by the function set with

@@ -13,8 +13,12 @@ import (
 // have ended past the context's deadline. The error is a *GiveUpError
 // ("retryhttp: giving up after 4 attempts: last status 503 Service
 // Unavailable"); the response is drained, closed and not returned. Errors,
-// responses the policy does not retry (a 404, a 500 by default), and
-// requests sent only once are returned as without this option.
+// responses the policy does not retry (a 404, a 500 by default), requests
+// with retries off (WithMaxRetries(0)) or whose body cannot be sent again,
+// and a response returned because the destination's circuit opened are
+// returned as without this option. A
+// request sent once is given up on too when its retry was not sent (a
+// Retry-After longer than WithMaxDelay, say).
 //
 // It is off by default: the last response, which the caller can read, is
 // usually worth more than an error. It is meant for code moving from
@@ -26,8 +30,9 @@ func WithErrorOnGiveUp(enabled bool) Option {
 
 // GiveUpError is the error RoundTrip returns, with WithErrorOnGiveUp(true),
 // when it gave up retrying a response. It wraps ErrRetryBudgetExhausted when
-// the retry budget refused the next retry, and ErrRetriesExhausted otherwise,
-// so that errors.Is matches them; errors.As reaches it through the
+// the retry budget refused the next retry, and ErrRetriesExhausted otherwise
+// (a delay too long or past the deadline included), so that errors.Is
+// matches them; errors.As reaches it through the
 // *url.Error of an http.Client.
 type GiveUpError struct {
 	// Attempts is the number of attempts sent.

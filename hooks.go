@@ -115,8 +115,12 @@ type Hooks struct {
 	// decision.
 	OnRetryDecision func(Decision)
 
-	// OnPark is called when a retry is parked, released or dropped (see
-	// ParkEvent and RetryBudget).
+	// OnPark is called when a request starts or stops waiting in its
+	// host's queue: a retry parked in an outage, a retry in the pause lane
+	// after a response that asked for a pause, or a first attempt held
+	// while its host's pause runs (WithHoldDuringPause). It is told when
+	// the wait begins, ends with a release, or is dropped (see ParkEvent;
+	// a held first attempt dropped at its bound is sent all the same).
 	OnPark func(ParkEvent)
 
 	// OnCircuitStateChange is called on every change of state of a
