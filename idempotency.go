@@ -18,8 +18,10 @@ import (
 // and every method other than GET, HEAD, OPTIONS, TRACE, PUT and DELETE) and
 // that carries no Idempotency-Key or X-Idempotency-Key header (in any case,
 // even empty) is sent with a header holding a fresh random UUID, the same on
-// every attempt of that request. The caller's request is not modified: the
-// key goes on a copy.
+// every attempt of that request (for a request from the AWS SDK for Go v2,
+// the UUID of its amz-sdk-invocation-id header, the same on every attempt
+// of the SDK's call: docs/integrations.md). The caller's request is not
+// modified: the key goes on a copy.
 //
 // An injected key does not by itself make the request count as idempotent
 // for the retry decision, since the transport cannot know whether the server
@@ -175,9 +177,10 @@ func (b *randBatch) read(u *uuid.UUID) error {
 // IdempotencyKey returns the idempotency key that req carries under
 // Idempotency-Key or X-Idempotency-Key, in any case of the header's name,
 // or "" if it carries none: the caller's key, or, on the request as sent (an
-// Attempt's Req), the key the transport injected. Header.Get does not find an
-// injected key not known to be honoured, which is stored under the
-// lower-case name (see IdempotencyKeys).
+// Attempt's Req), the key the transport injected, unless
+// IdempotencyKeys.Header names another header (read that one). Header.Get
+// does not find an injected key not known to be honoured, which is stored
+// under the lower-case name (see IdempotencyKeys).
 func IdempotencyKey(req *http.Request) string {
 	if req == nil {
 		return ""

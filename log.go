@@ -34,12 +34,15 @@ const (
 )
 
 // WithLogger makes the transport write a record to logger for each retry
-// (at LogLevelRetry, message "retryhttp: retrying") and when it gives up
-// (at LogLevelGiveUp, message "retryhttp: giving up"). A request that
-// succeeds, fails in a way that is never retried, or is cancelled by its
-// caller writes nothing. nil, the default, writes nothing at all.
+// (at LogLevelRetry, message "retryhttp: retrying"), when it gives up
+// (at LogLevelGiveUp, message "retryhttp: giving up", for the reasons of
+// StopReason.GaveUp), and when a wait in the retry budget begins and ends
+// (at LogLevelPark, with the attributes that LogLevelPark lists). A request
+// whose first attempt succeeds without waiting, or that fails in a way that
+// is never retried, or is cancelled by its caller, writes nothing. nil, the
+// default, writes nothing at all.
 //
-// Each record has these attributes:
+// Each retry and give-up record has these attributes:
 //
 //	method        the request's method
 //	url           scheme://host/path: never the query, the fragment or the userinfo

@@ -6,10 +6,12 @@ import (
 )
 
 // ShouldRetryFn decides, after an attempt, whether the request should be
-// sent again. It is called after every attempt whose request could be sent
-// again, the last one included (a true there marks the error with
-// ErrRetriesExhausted); the transport, not this function, enforces the retry
-// limit and the deadline. It must be safe for concurrent use.
+// sent again. Unless retries are off (WithMaxRetries(0)), it is called
+// after every attempt but one answered 101 Switching Protocols, the last
+// one included (a true there marks the error with ErrRetriesExhausted);
+// whether the request's body can be sent again is checked after it. The
+// transport, not this function, enforces the retry limit and the deadline.
+// It must be safe for concurrent use.
 type ShouldRetryFn func(attempt Attempt) bool
 
 // defaultIdempotentMethods are the methods RFC 9110 §9.2.2 defines as
@@ -61,7 +63,9 @@ type CustomizedShouldRetryFnOptions struct {
 // otherwise. It returns false if the caller's context is done. Otherwise it
 // returns true for:
 //   - an error that proves the request never left the client: a DNS error, a
-//     refused connection or any other failure to dial;
+//     refused connection or any other failure to dial (unless a layer below
+//     the transport had sent the request before it failed to dial again:
+//     then only when the request is guessed idempotent);
 //   - a timeout (IsTimeoutErr), or a connection lost before any response (a
 //     reset, an unexpected EOF, a write to a closed connection, an HTTP/2
 //     stream reset or GOAWAY), when the request is guessed idempotent;

@@ -5,7 +5,8 @@
 //
 // A Config compiles each destination to a retryhttp.Policy of the
 // transport's own options (WithMaxRetries, WithDelayFn, WithAttemptTimeout,
-// WithHedging, WithCustomizedShouldRetryFn, WithRetryBudget); a Table holds
+// WithHedging or WithAdaptiveHedging, WithHoldDuringPause,
+// WithCustomizedShouldRetryFn, WithRetryBudget); a Table holds
 // the compiled form and finds the Policy of a request without allocating.
 // A Transport applies it through retryhttp.WithPolicyFunc:
 //
@@ -74,9 +75,8 @@ type Destination struct {
 	// destination's host waits while the pause its server stated runs.
 	HoldDuringPause *bool
 
-	// RetryableStatusCodes makes the ShouldRetryFn
-	// CustomizedShouldRetryFn with these status codes (400 to 599, no
-	// repeats), replacing WithShouldRetryFn. An empty non-nil slice
+	// RetryableStatusCodes sets WithCustomizedShouldRetryFn with these
+	// status codes (400 to 599, no repeats), replacing WithShouldRetryFn. An empty non-nil slice
 	// retries no status code but 429 and those with Retry-After.
 	RetryableStatusCodes []int
 

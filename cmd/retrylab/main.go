@@ -50,8 +50,8 @@
 // the metastable server's achieved capacity) and says so when it did not.
 //
 // It prints a table per scenario and writes SVG charts and an index.html to
-// the -out directory. The whole default run takes under three minutes on a
-// quiet machine, of which ratelimit and blip about a minute; the run of the
+// the -out directory. The whole default run takes about three and a half
+// minutes on a quiet machine, of which ratelimit and blip about a minute; the run of the
 // tests' scale (-clients 40 -duration 2s -timescale 0.25) about 30-40s, of
 // which ratelimit and blip under 10s.
 //
