@@ -81,7 +81,7 @@ type CircuitBreakerSettings struct {
 	HalfOpenProbes int
 
 	// MaxHosts bounds the number of destinations whose circuits are kept (to
-	// within one per shard of the map, at most 31 more); past it, a new
+	// within one per shard of the map); past it, a new
 	// destination evicts another (a closed one with no
 	// samples if one is found quickly), which starts again closed. Zero or
 	// negative means 1024.

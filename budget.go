@@ -15,17 +15,19 @@ const (
 	// told otherwise: a request is sent at most DefaultMaxRetries+1 times.
 	DefaultMaxRetries = 3
 
-	// DefaultRetryBudgetRatio is the number of tokens a successful attempt
-	// deposits: one retry for every ten successes.
+	// DefaultRetryBudgetRatio is the default of RetryBudgetOptions.Ratio:
+	// the tokens a successful attempt, or a failed first attempt its host
+	// answers outside an outage, deposits.
 	DefaultRetryBudgetRatio = 0.1
 
-	// DefaultRetryBudgetCapacity is the size of each host's bucket, and the
-	// number of tokens it starts with: ten retries sent at once, before any
-	// success, on top of the parked retries the host's window releases.
+	// DefaultRetryBudgetCapacity is the default of
+	// RetryBudgetOptions.Capacity: the size of each host's bucket, and the
+	// number of tokens it starts with.
 	DefaultRetryBudgetCapacity = 10
 
-	// DefaultMaxParkedWait bounds the time one request spends parked, in
-	// all: a blip shorter than this is ridden out.
+	// DefaultMaxParkedWait is the default of RetryBudgetOptions.MaxWait:
+	// it bounds the time one request spends parked, in all, so that a
+	// blip shorter than this is ridden out.
 	DefaultMaxParkedWait = 2 * time.Second
 )
 
@@ -43,21 +45,24 @@ const (
 // means its default; so does an invalid value (negative, NaN or infinite).
 // docs/budget-algorithm.md has the algorithm and its bounds.
 type RetryBudgetOptions struct {
-	// Ratio is the number of tokens that a successful attempt deposits in
-	// its host's bucket; each retry sent without parking withdraws one. The default
-	// is DefaultRetryBudgetRatio, 0.1: in the long run, retries sent at once
-	// are at most a tenth of the successes, plus Capacity.
+	// Ratio is the number of tokens deposited in a host's bucket by each
+	// successful attempt, and by each failed first attempt the host
+	// answers outside an outage; each retry sent with a token withdraws
+	// one. In the long run, the retries that spend a token are about
+	// Ratio per request the host answers, plus Capacity (a retry that
+	// succeeds without queueing gives its token back). The default is
+	// DefaultRetryBudgetRatio.
 	Ratio float64
 
 	// Capacity is the size of each host's bucket and the number of tokens
 	// it starts with: the number of retries sent at once in a row before
-	// any success. The default is DefaultRetryBudgetCapacity, 10. Values
+	// any success. The default is DefaultRetryBudgetCapacity. Values
 	// above 2^30 are treated as 2^30.
 	Capacity int
 
 	// MaxHosts bounds the number of hosts whose state is kept (to within
-	// one per shard of the map, at most 31 more, and not counting hosts
-	// with retries parked or in flight, which are never forgotten). Past
+	// one per shard of the map, and not counting hosts with retries
+	// parked or in flight, which are never forgotten). Past
 	// it, a new host evicts another (one whose bucket is full if one is
 	// found quickly, else an arbitrary one without parked retries), which
 	// starts again with a full bucket when it next fails. The default is
@@ -73,7 +78,7 @@ type RetryBudgetOptions struct {
 	// MaxWait bounds the time one request spends parked, over all its
 	// retries; and a host that has had no successful attempt for that long
 	// (the first sight of a host counts as one) refuses parking at once.
-	// The default is DefaultMaxParkedWait, 2s.
+	// The default is DefaultMaxParkedWait.
 	MaxWait time.Duration
 
 	// MaxParked bounds the retries parked on one host at once; past it, a
@@ -90,81 +95,30 @@ type RetryBudgetOptions struct {
 	Clock Clock
 }
 
-// RetryBudget decides which retries are sent to each destination host, so
-// that a failing backend sees about as many requests as its callers make,
-// not four times as many, while the retries that succeed are let through.
-// Its rule: limit the retries that fail, not the retries that succeed.
+// RetryBudget limits the retries sent to each destination host (scheme,
+// host name and port), so that a failing backend sees about as many
+// requests as its callers make, not a multiple, while the retries that
+// succeed go through: it limits the retries that fail.
 //
-// It keeps a state per host (scheme, host name and port) with two parts:
+// Each host has a bucket of Capacity tokens, refilled by Ratio for each
+// success and each failed first attempt the host answers outside an
+// outage; a retry that succeeds without queueing gives its token back.
+// What it costs a caller:
+//   - a refusal: a retry that finds no token is refused, at once outside
+//     an outage, and the request ends with its last outcome;
+//   - a wait in an outage (the host's latest attempts all failed) or just
+//     after one: a retry without a token first parks until the host
+//     answers, for at most MaxWait per request, within the caller's deadline;
+//   - a wait for a pause, in or out of an outage: the retry of a 429, or of
+//     a Retry-After or rate-limit reset asking for a wait, takes no token;
+//     it waits at least the pause stated, then in the host's pause lane
+//     until the host accepts it, up to WithMaxDelay and the caller's
+//     deadline; it is refused if the bucket is empty.
 //
-//   - A token bucket: it starts full with Capacity tokens; a retry that
-//     sees a token waits its delay, then withdraws one as it is sent (a
-//     delay longer than MaxWait, or a response body over 4 KiB, withdraws
-//     it before the wait), so that the bucket bounds the retries sent, not
-//     those waiting; if the token is gone by then, the retry ends as one
-//     that found none; a successful attempt deposits Ratio tokens, up to
-//     Capacity. When a request's retry
-//     succeeds without queueing at the host (a latency within 4× the
-//     host's lowest, or 20ms more, or half the attempt timeout), the
-//     tokens its retries took go back to the bucket, unless
-//     the failures they retried asked the client to back off (429 or
-//     Retry-After). So retries that pay are free, and only the retries of
-//     requests that fail in the end, or of a host short of room, spend the
-//     bucket.
-//   - Parking, for a retry that finds no token while the host is in an
-//     outage (its latest 10 attempts failed, or none succeeded since the
-//     budget first saw it): it waits, inside the caller's RoundTrip, first
-//     for its own delay, then in a first-come first-served queue, until the
-//     host answers again. Parked retries are then released at most at 1.5
-//     per first attempt the host receives, one by one as the host's events
-//     come (never a batch saved up), with a slot of a window (the
-//     parked retries in flight: it starts at its cap, is halved when a
-//     retry fails or queued, at most once per round, grows back by one per
-//     round of successful retries, and is capped at
-//     max(20, 2 × the host's rate of first attempts × its lowest latency))
-//     or with a token; none while 20% or more of the host's recent first
-//     attempts fail. A parked retry gives up, ending as a refused one does,
-//     at the caller's deadline less one attempt timeout, after MaxWait in
-//     all, when the host has had no success for MaxWait, or when MaxParked
-//     retries are already waiting. Outside an outage, a retry without a
-//     token is refused at once: it would wait for nothing.
-//   - The pause lane, for the retry of a response that asked for a pause
-//     (a 429, or a Retry-After or rate-limit reset asking a wait): it takes
-//     no token. With the default DelayFn it waits at least the pause
-//     stated; then it queues, first come first served, and is released at
-//     the pace the host accepts, learned from the host's answers to the
-//     lane's releases (one at a time until one is answered with a pause
-//     again, then spaced by what the host accepted between pauses). It
-//     gives up at the caller's deadline less one attempt timeout, after
-//     the transport's maximum delay, or when the host has had no success
-//     for MaxWait and the pause stated; one the lane would not release
-//     before its bound needs a token, as any retry. The lane's releases
-//     that fail spend a token each, and a pause's retry is refused when
-//     the bucket is empty. WithHoldDuringPause holds every request to the
-//     host, first attempts included, while its stated pause runs.
-//
-// An attempt is successful when it brings a response with a status below
-// 500 other than 429, and, for a 4xx status, without a Retry-After header: a
-// response that tells the client the server is answering and not asking to
-// be left alone. A failed first attempt that brought a response outside an
-// outage deposits Ratio too (retries are a share of the requests the host
-// answers); errors and other responses deposit nothing.
-//
-// So a dead backend gets Capacity retries and then none (its parked retries
-// wait for a success that does not come); a host failing a share of its
-// requests at random gets the retries that succeed, as without a budget,
-// and its failed ones at about Ratio per success; a blip shorter than
-// MaxWait gets its retries after it, at the pace of the host's own traffic.
-// The price is waiting, in an outage only: a failed request waits up to
-// MaxWait before it fails, instead of failing at once. docs/budget-algorithm.md gives
-// the arithmetic.
-//
-// Transports without WithRetryBudget share one budget with the defaults,
-// for the whole process, as http.DefaultTransport shares connections: a
-// Transport made per call is then as storm-safe as one shared. A
-// RetryBudget can be shared by several Transports that call the same
-// backends (WithRetryBudget). It is safe for concurrent use; a successful
-// attempt takes no lock and allocates nothing.
+// Transports without WithRetryBudget share one (DefaultRetryBudget);
+// WithRetryBudget shares one among Transports, or turns it off (nil). It is
+// safe for concurrent use. docs/storms.md has its effects and price under
+// each kind of failure, docs/budget-algorithm.md the mechanism.
 type RetryBudget struct {
 	core *budget.Budget // internal/budget: the hosts, their buckets, statistics and windows
 }

@@ -21,10 +21,10 @@ type HostBudget struct {
 	Capacity int
 
 	// Window is the number of parked retries the host lets be in flight at
-	// once, as of its latest change (it starts at its cap, at least 20, is
-	// halved by failures, and a window unused for MaxWait starts again at
-	// its cap when it is next used); InFlight is the number of its
-	// slots held, and Parked the number of retries waiting for one.
+	// once, as of its latest change (it starts at its cap, is halved by
+	// failures, and a window unused for MaxWait starts again at its cap
+	// when it is next used); InFlight is the number of its slots held, and
+	// Parked the number of retries waiting for one.
 	Window, InFlight, Parked int
 }
 

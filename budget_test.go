@@ -273,8 +273,10 @@ func TestBudgetSteadyState(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, "ok")
 			})
-			// The bucket alone; TestParkedSteadyFailures has parking.
-			c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{}))
+			// The bucket alone; TestParkedSteadyFailures has parking. A
+			// Retry-After is waited in full: on a fake clock.
+			c := testkit.NewClient(t, testkit.NoParking(retryhttp.RetryBudgetOptions{}),
+				retryhttp.WithClock(retryhttptest.NewClock(time.Now())))
 
 			getMany(t, c, srv.URL, requests, 8)
 

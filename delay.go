@@ -13,6 +13,15 @@ import (
 // DelayFn returns how long to wait before the next attempt, given the
 // attempt that just failed. A negative result means no wait. It must be safe
 // for concurrent use.
+//
+// With a retry budget (the default), a pause the server stated is a floor,
+// whatever the function returns: after a 429, or a failed response whose
+// Retry-After or rate-limit reset header asks for a wait
+// (docs/ratelimit.md), the transport waits at least that pause. A pause
+// longer than WithMaxDelay, or one that would end past the caller's
+// deadline, ends the retries instead (StopDelayTooLong, StopDeadline).
+// Without a budget (WithRetryBudget(nil)) the function's wait is the wait.
+// A hedged request's attempts wait for neither (WithHedging).
 type DelayFn func(attempt Attempt) time.Duration
 
 const (
@@ -60,9 +69,8 @@ type CustomizedDelayFnOptions struct {
 // it, uniformly at random; a date in the past means no wait. A Retry-After
 // too large to represent saturates at the longest time.Duration (the
 // transport's maximum delay then stops the retries instead of waiting).
-// With this function as its DelayFn and a retry budget, the transport waits
-// at least the pause a response stated: the jitter lengthens it, never
-// shortens it (RetryBudget's pause lane).
+// With a retry budget the transport waits at least the pause stated (see
+// DelayFn): the jitter then lengthens the wait, never shortens it.
 //
 // Without a valid Retry-After, a rate-limit reset header gives the wait, in
 // this order: the IETF RateLimit field (the policies with no quota left),
@@ -88,7 +96,8 @@ var defaultDelayPolicy = delayPolicy{
 // CustomizedDelayFn returns a DelayFn that follows the rules of
 // DefaultDelayFn with the backoff base, cap and Retry-After jitter of opts.
 // Invalid values are replaced as CustomizedDelayFnOptions documents; it
-// never panics.
+// never panics. As with any DelayFn, a pause the server stated is a floor
+// (see DelayFn).
 func CustomizedDelayFn(opts CustomizedDelayFnOptions) DelayFn {
 	p := newDelayPolicy(opts)
 	return func(attempt Attempt) time.Duration {

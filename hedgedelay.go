@@ -30,15 +30,14 @@ func (*tailLatency) Busy() bool { return false }
 // that follows the destination's latency instead of a fixed one: the
 // quantile-th quantile (0.95 for the 95th percentile) of the latency of the
 // recent successful first attempts to the request's host, as the transport
-// observed them (the last 10 to 20 seconds). Everything else is as
+// observed them. Everything else is as
 // WithHedging says: which requests are hedged, the counting rule, the
 // budget's charge on every hedge.
 //
 // A quantile of zero or less, or NaN, or a maxHedges of zero or less, turns
 // hedging off; a quantile is clamped to [0.5, 0.999]. Until the host's
-// window holds enough latencies (4/(1-quantile), at least 20: 80 for the
-// 95th percentile), its requests are not hedged, and their first attempts
-// are timed to fill it. A request whose deadline leaves less than twice the
+// window holds enough latencies (docs/hedging.md), its requests are not
+// hedged, and their first attempts are timed to fill it. A request whose deadline leaves less than twice the
 // delay is not hedged, and no hedge is sent with less than the delay left
 // before the deadline: it could not come back in time. docs/hedging.md has
 // the details.

@@ -88,11 +88,14 @@ func (s *settings) guessRules() *retryPolicy {
 }
 
 // WithDelayFn sets the function that chooses the wait before each retry. The
-// default, used also for nil, is DefaultDelayFn.
+// default, used also for nil, is DefaultDelayFn. With a retry budget, a
+// pause the server stated is a floor whatever fn returns (see DelayFn).
 func WithDelayFn(fn DelayFn) Option { return option(withDelay(fn)) }
 
 // SetDelayFn returns a context that makes requests sent with it use fn
 // instead of the transport's DelayFn. A nil fn removes an earlier override.
+// With a retry budget, a pause the server stated is a floor whatever fn
+// returns (see DelayFn).
 func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
 	if fn == nil {
 		return withOverride(ctx, "delay")
@@ -101,11 +104,10 @@ func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
 }
 
 func withDelay(fn DelayFn) patch {
-	floor := fn == nil
 	if fn == nil {
 		fn = DefaultDelayFn
 	}
-	return func(s *settings) { s.delay, s.pauseFloor = fn, floor }
+	return func(s *settings) { s.delay = fn }
 }
 
 // WithPreventRetryWithBody, when true, disables retries for every request
@@ -210,7 +212,6 @@ type settings struct {
 	shouldRetry          ShouldRetryFn
 	rules                *retryPolicy // shouldRetry's, when it is this package's (shouldretry.go); nil: the caller's function
 	delay                DelayFn
-	pauseFloor           bool // delay is DefaultDelayFn: a stated pause is waited in full (pause.go)
 	holdDuringPause      bool // WithHoldDuringPause (pause.go)
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration
@@ -237,7 +238,6 @@ func defaultSettings() settings {
 		shouldRetry:     DefaultShouldRetryFn,
 		rules:           &defaultRetryPolicy,
 		delay:           DefaultDelayFn,
-		pauseFloor:      true,
 		maxDelay:        defaultMaxDelay,
 		bodyBufferLimit: defaultBodyBufferLimit,
 

@@ -234,14 +234,12 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 			return res, ending{why, count}, markGiveUp(why, count, err)
 		}
 
-		// 3. Choose the wait. Don't wait longer than the transport allows,
-		// nor past the caller's deadline: hand over the last outcome.
-		// With the default delay, a pause the server stated is waited
-		// in full (pause.go).
-		d := max(s.delay(a), 0)
-		if o.Pause && s.pauseFloor {
-			d = max(d, o.Stated)
-		}
+		// 3. Choose the wait: the DelayFn's, and, with a budget, never
+		// shorter than a pause the server stated (pause.go; read as the
+		// budget settled the attempt). Don't wait longer than the
+		// transport allows, nor past the caller's deadline: hand over the
+		// last outcome.
+		d := max(s.delay(a), o.Stated, 0)
 		if d > s.maxDelay {
 			return res, ending{StopDelayTooLong, count}, err
 		}

@@ -59,7 +59,7 @@ type Destination struct {
 
 	// Backoff makes the delay CustomizedDelayFn(*Backoff), replacing
 	// WithDelayFn; its zero fields mean the defaults of
-	// CustomizedDelayFnOptions (250ms, 10s, 1/3), not the transport's.
+	// CustomizedDelayFnOptions, not the transport's.
 	// Base and Cap must not be negative, nor Cap below a set Base;
 	// JitterMagnitude must not be NaN nor above 1 (negative: no jitter).
 	Backoff *retryhttp.CustomizedDelayFnOptions

@@ -100,7 +100,7 @@ var (
 // case-sensitive; an unknown or repeated key is an error, and so is a value
 // of the wrong type or out of range. A null value means the key is absent.
 // In "backoff", "jitter" is the JitterMagnitude of retryhttp.CustomizedDelayFnOptions,
-// from 0 (none) to 1; absent, it is 1/3. "budget" is "transport" (the
+// from 0 (none) to 1; absent, it is that field's default. "budget" is "transport" (the
 // transport's budget, as when absent), "off", or the options of a budget of
 // the destination's own. "hedging" is "off" or its delay (or quantile:
 // Hedging) and maxHedges. "holdDuringPause" is a boolean

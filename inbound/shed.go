@@ -73,7 +73,7 @@ type LoadShedderOptions struct {
 	// defaults, 1s and 1, a shed request gets 1 or 2 seconds). Zero and
 	// NaN mean the default, 1; negative means no jitter; values above 10
 	// are treated as 10. This library's clients add jitter of their own
-	// (up to a third more than the wait by default, never less).
+	// (retryhttp.CustomizedDelayFnOptions.JitterMagnitude).
 	RetryAfterJitter float64
 
 	// MustPass, if set, names the requests that are never shed: health

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed2409de8f/retryhttp"
 	"github.com/seed2409de8f/retryhttp/inbound"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,14 +33,16 @@ func TestLoadShedderOneHopUpRetries(t *testing.T) {
 	held := occupy(t, plainClient(t), srv.URL, g, 1)
 
 	// The wait the default policy chooses is checked, then replaced by
-	// waiting for the slot to be free, so that the test does not sleep.
+	// waiting for the slot to be free; the stated pause, which the
+	// transport waits in full, passes on a fake clock, so that the test
+	// does not sleep.
 	var chosen atomic.Int64
 	tr := retryhttp.New(retryhttp.WithDelayFn(func(a retryhttp.Attempt) time.Duration {
 		chosen.Store(int64(retryhttp.DefaultDelayFn(a)))
 		g.open()
 		<-held[0]
 		return 0
-	}))
+	}), retryhttp.WithClock(retryhttptest.NewClock(time.Now())))
 	t.Cleanup(tr.CloseIdleConnections)
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/fast", strings.NewReader("order"))
 	require.NoError(t, err)
@@ -85,7 +88,7 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 
 			// Budgets of their own, parking off: the counts are the
 			// buckets' (budget_test.go and park_test.go test parking).
-			toC := retryhttp.New(noDelay, noParking())
+			toC := retryhttp.New(noDelay(), noParking())
 			t.Cleanup(toC.CloseIdleConnections)
 			var hitsB atomic.Int64
 			var b http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +110,7 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 			srvB := httptest.NewServer(b)
 			t.Cleanup(srvB.Close)
 
-			toB := retryhttp.New(noDelay, noParking())
+			toB := retryhttp.New(noDelay(), noParking())
 			t.Cleanup(toB.CloseIdleConnections)
 			res, err := (&http.Client{Transport: toB}).Get(srvB.URL)
 			require.NoError(t, err)
@@ -122,8 +125,16 @@ func TestLoadShedderTwoHopsUpDoNotRetry(t *testing.T) {
 	}
 }
 
-// noDelay retries at once.
-var noDelay = retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })
+// noDelay retries without waiting: its DelayFn says 0, and the pause a
+// shed answer states (Retry-After), which the transport waits in full,
+// passes on a fake clock.
+func noDelay() retryhttp.Option {
+	c := retryhttptest.NewClock(time.Now())
+	return func(t *retryhttp.Transport) {
+		retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 })(t)
+		retryhttp.WithClock(c)(t)
+	}
+}
 
 // noParking is a budget of its own with parking off: the token bucket alone.
 func noParking() retryhttp.Option {

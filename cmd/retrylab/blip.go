@@ -251,14 +251,19 @@ func blipSection(r blipResult) section {
 			"%d callers instead of %d (at least %d); without -runs, %s of each variant instead of %d.",
 			r.scale, r.callers, blipCallers, blipMinCallers, plural(scaledBlipRuns(r.scale), "run"), blipDefault))
 	}
+	var attempts, finish []bar
 	for _, row := range r.rows {
+		label := row.variant.name + ", " + row.policy.name
+		perRequest := float64(row.attempts) / float64(max(row.requests, 1))
+		attempts = append(attempts, bar{label: label, value: perRequest, policy: row.policy.name})
 		drain := "—"
 		if d := row.drains(); len(d) > 0 {
 			drain = fmt.Sprintf("%s, %s", ms(d[len(d)/2]), ms(d[len(d)-1]))
+			finish = append(finish, bar{label: label, value: float64(d[len(d)/2]) / float64(time.Millisecond), policy: row.policy.name})
 		}
 		cells := []string{
 			row.variant.name, row.policy.name, fmt.Sprint(row.requests), fmt.Sprint(row.failed), fmt.Sprint(row.worst),
-			fmt.Sprintf("%.2f", float64(row.attempts)/float64(max(row.requests, 1))), drain,
+			fmt.Sprintf("%.2f", perRequest), drain,
 		}
 		if row.warmFailed > 0 {
 			cells[3] += fmt.Sprintf(" (and %d of the warm-up)", row.warmFailed)
@@ -266,5 +271,15 @@ func blipSection(r blipResult) section {
 		s.rows = append(s.rows, cells)
 	}
 	s.policies = closedLoopPolicies()
+	s.charts = []chart{
+		{file: "blip.svg", svg: barChart{
+			title: "A worker pool through a blip: attempts at the server per request", xLabel: "attempts per request",
+			bars: attempts, linear: true,
+		}.svg()},
+		{file: "blip-finish.svg", svg: barChart{
+			title:  "A worker pool through a blip: last answer after the blip (median of the runs)",
+			xLabel: "ms from the blip's end to the run's last answer", bars: finish, linear: true,
+		}.svg()},
+	}
 	return s
 }

@@ -223,7 +223,7 @@ func chainSection(r chainResult, cfg config) section {
 			fmt.Sprintf("%d %d %d %d %d", row.hits[0], row.hits[1], row.hits[2], row.hits[3], row.hits[4]),
 			fmt.Sprintf("%.2f×", row.perRequest()), pct(row.sum.success), ms(row.sum.p50), ms(row.sum.p99),
 		})
-		bars = append(bars, bar{row.policy.name + ", S5 " + row.tail, row.perRequest()})
+		bars = append(bars, bar{label: row.policy.name + ", S5 " + row.tail, value: row.perRequest(), policy: row.policy.name})
 	}
 	s.policies = append(s.policies, chainPolicies()...)
 	s.charts = []chart{{

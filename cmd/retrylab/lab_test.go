@@ -324,8 +324,10 @@ func TestChartsAreXML(t *testing.T) {
 		}.svg()},
 		{"empty line chart", lineChart{title: "empty"}.svg()},
 		{"zero line chart", lineChart{dx: 1, lines: []line{{name: "z", ys: []float64{0, 0}}}}.svg()},
-		{"bar chart", barChart{title: "bars", bars: []bar{{"x<y", 243}, {"one", 1}, {"zero", 0}}}.svg()},
+		{"bar chart", barChart{title: "bars", bars: []bar{{label: "x<y", value: 243}, {label: "one", value: 1}, {label: "zero", value: 0}}}.svg()},
+		{"linear bar chart", barChart{title: "bars", linear: true, bars: []bar{{label: "a", value: 1.2, policy: "full jitter"}, {label: "zero", value: 0}}}.svg()},
 		{"empty bar chart", barChart{}.svg()},
+		{"empty linear bar chart", barChart{linear: true}.svg()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

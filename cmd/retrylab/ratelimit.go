@@ -336,7 +336,7 @@ func rateSections(r rateResult) []section {
 		closed.notes = append(closed.notes, fmt.Sprintf("%s: n=%d, W=%d, r=%g/s, b=%d, Retry-After: %d; limit %.1fs.",
 			b.name, b.n, b.workers, b.rate, b.burst, b.retryAfter, b.limit().Seconds()))
 	}
-	var bars []bar
+	var attempts, finish []bar
 	for _, row := range r.batches {
 		b := row.batch
 		free, freeFailed := "—", "—"
@@ -353,12 +353,20 @@ func rateSections(r rateResult) []section {
 			fmt.Sprintf("%.2f", row.elapsed.Seconds()/max(b.limit().Seconds(), 1e-9)),
 			fmt.Sprintf("%.2f", perRequest), fmt.Sprint(row.early), free, freeFailed,
 		})
-		bars = append(bars, bar{b.name + ", " + row.policy.name, perRequest})
+		label := b.name + ", " + row.policy.name
+		attempts = append(attempts, bar{label: label, value: perRequest, policy: row.policy.name})
+		finish = append(finish, bar{label: label, value: row.elapsed.Seconds() / max(b.limit().Seconds(), 1e-9), policy: row.policy.name})
 	}
 	closed.policies = rateLimitPolicies()
-	closed.charts = []chart{{file: "ratelimit.svg", svg: barChart{
-		title: "Rate-limited API, closed loops: attempts at the server per request", xLabel: "attempts per request", bars: bars,
-	}.svg()}}
+	closed.charts = []chart{
+		{file: "ratelimit.svg", svg: barChart{
+			title: "Rate-limited API, closed loops: attempts at the server per request", xLabel: "attempts per request", bars: attempts,
+		}.svg()},
+		{file: "ratelimit-finish.svg", svg: barChart{
+			title:  "Rate-limited API, closed loops: time to finish the batch, over the time the API allows",
+			xLabel: "elapsed / limit (1: as fast as the API allows)", bars: finish, linear: true,
+		}.svg()},
+	}
 
 	o := r.setup.open
 	open := section{

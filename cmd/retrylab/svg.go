@@ -10,8 +10,40 @@ import (
 // The charts are plain SVG written by hand, so that the lab needs nothing
 // outside the standard library.
 
-// palette colours the lines and bars of a chart, in order.
+// palette colours the lines and bars of a chart that are no policy, in
+// order.
 var palette = []string{"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf"}
+
+// style is how a chart draws a series: its colour, and the dash of its
+// line ("": solid).
+type style struct{ colour, dash string }
+
+// policyStyles give each policy (policy.name) one style in every chart of
+// the report, whatever its place among a chart's rows: the defaults and
+// their variants in blues and greens, the policies without a budget in
+// warm colours.
+var policyStyles = map[string]style{
+	"retryhttp defaults":             {"#1f77b4", ""},
+	"defaults, Transport per client": {"#17becf", "7,3"},
+	"defaults, hold during pause":    {"#9467bd", "2,2"},
+	"defaults + cross-hop signal":    {"#2ca02c", ""},
+	"full jitter":                    {"#ff7f0e", ""},
+	"go-retryablehttp policy":        {"#8c564b", "10,3,2,3"},
+	"immediate retry":                {"#d62728", ""},
+	"exponential, no jitter":         {"#e377c2", "7,3"},
+	"naive":                          {"#bcbd22", "2,2"},
+	"no retries":                     {"#7f7f7f", "2,2"},
+}
+
+// styleOf returns the style of series i of a chart, named name: its
+// policy's, if name is a policy's name, else the palette's i-th colour and
+// dash.
+func styleOf(name string, i int) style {
+	if st, ok := policyStyles[name]; ok {
+		return st
+	}
+	return style{palette[i%len(palette)], dashes[i%len(dashes)]}
+}
 
 const (
 	chartWidth  = 860
@@ -26,16 +58,18 @@ const (
 // so that lines of close colours, or drawn over each other, stay distinct.
 var dashes = []string{"", "7,3", "", "2,2", "", "10,3,2,3", ""}
 
-// lineStyle returns the SVG stroke attributes of line i of n: its colour,
-// its dash, and a width that shrinks with the drawing order, so that a line
-// drawn over an equal one leaves it showing on both sides.
-func lineStyle(i, n int) string {
+// lineStyle returns the SVG stroke attributes of line i of n, named name:
+// its colour and dash (styleOf), and a width that shrinks with the drawing
+// order, so that a line drawn over an equal one leaves it showing on both
+// sides.
+func lineStyle(name string, i, n int) string {
+	st := styleOf(name, i)
 	width := 1.5 + 0.5*float64(n-1-i)
-	style := fmt.Sprintf(`stroke="%s" stroke-width="%.1f" stroke-linejoin="round"`, palette[i%len(palette)], width)
-	if d := dashes[i%len(dashes)]; d != "" {
-		style += fmt.Sprintf(` stroke-dasharray="%s"`, d)
+	attrs := fmt.Sprintf(`stroke="%s" stroke-width="%.1f" stroke-linejoin="round"`, st.colour, width)
+	if st.dash != "" {
+		attrs += fmt.Sprintf(` stroke-dasharray="%s"`, st.dash)
 	}
-	return style
+	return attrs
 }
 
 // line is one series of a lineChart: the value of point i is at x = i·dx.
@@ -123,9 +157,9 @@ func (c lineChart) svg() []byte {
 	for i, l := range c.lines {
 		if l.mark > 0 && l.mark <= xmax {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="3,3"/>`+"\n",
-				px(l.mark), marginTop, px(l.mark), py(0), palette[i%len(palette)])
+				px(l.mark), marginTop, px(l.mark), py(0), styleOf(l.name, i).colour)
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" %s points="`, lineStyle(i, len(c.lines)))
+		fmt.Fprintf(&b, `<polyline fill="none" %s points="`, lineStyle(l.name, i, len(c.lines)))
 		for j, y := range l.ys {
 			if j > 0 {
 				b.WriteByte(' ')
@@ -169,51 +203,73 @@ func trimmed(lines []line) []line {
 	return out
 }
 
-// bar is one bar of a barChart.
+// bar is one bar of a barChart. policy, if set, is the name of the
+// policy it measures: the bar has that policy's colour (styleOf).
 type bar struct {
-	label string
-	value float64
+	label  string
+	value  float64
+	policy string
 }
 
-// barChart is a horizontal bar chart with a logarithmic axis: its values
-// span orders of magnitude (1 to 243, say). Values below 1 are drawn as 1.
+// barChart is a horizontal bar chart. Its axis is logarithmic, for values
+// that span orders of magnitude (1 to 243, say; values below 1 are drawn
+// as 1), unless linear.
 type barChart struct {
 	title, xLabel string
 	bars          []bar
+	linear        bool
 }
 
 // svg renders the chart.
 func (c barChart) svg() []byte {
 	var b bytes.Buffer
-	vmax := 10.0
+	vmax := 0.0
 	for _, br := range c.bars {
 		vmax = max(vmax, br.value)
 	}
-	decades := math.Ceil(math.Log10(vmax))
 	const labelW = 300
 	plotW := float64(chartWidth - labelW - 40)
 	rowH := 26.0
 	height := marginTop + int(rowH*float64(len(c.bars))) + marginBot
-	px := func(v float64) float64 { return labelW + math.Log10(max(v, 1))/decades*plotW }
+	var px func(float64) float64
+	var ticks []float64
+	if c.linear {
+		step := niceStep(vmax, 5)
+		top := math.Max(step, math.Ceil(vmax/step)*step)
+		px = func(v float64) float64 { return labelW + max(v, 0)/top*plotW }
+		for v := 0.0; v <= top+step/2; v += step {
+			ticks = append(ticks, v)
+		}
+	} else {
+		decades := math.Ceil(math.Log10(max(vmax, 10)))
+		px = func(v float64) float64 { return labelW + math.Log10(max(v, 1))/decades*plotW }
+		for d := 0.0; d <= decades; d++ {
+			ticks = append(ticks, math.Pow(10, d))
+		}
+	}
 
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif">`+"\n",
 		chartWidth, height, chartWidth, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>`+"\n", 12, esc(c.title))
 	bottom := float64(height - marginBot)
-	for d := 0.0; d <= decades; d++ {
-		x := px(math.Pow(10, d))
+	for _, v := range ticks {
+		x := px(v)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", x, marginTop, x, bottom)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x, bottom+16, num(math.Pow(10, d)))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x, bottom+16, num(v))
 	}
 	for i, br := range c.bars {
 		y := float64(marginTop) + float64(i)*rowH
+		key := br.policy
+		if key == "" {
+			key = br.label
+		}
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", labelW-8, y+rowH/2+4, esc(br.label))
 		fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n",
-			labelW, y+4, max(px(br.value)-labelW, 1), rowH-8, palette[i%len(palette)])
+			labelW, y+4, max(px(br.value)-labelW, 1), rowH-8, styleOf(key, i).colour)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", px(br.value)+4, y+rowH/2+4, num(br.value))
 	}
-	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333"/>`+"\n", labelW, bottom, px(math.Pow(10, decades)), bottom)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333"/>`+"\n", labelW, bottom, px(ticks[len(ticks)-1]), bottom)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`+"\n", labelW+plotW/2, height-12, esc(c.xLabel))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
@@ -267,7 +323,7 @@ func legend(b *bytes.Buffer, lines []line) {
 	for i, l := range lines {
 		x := marginLeft + (i%legendColumns)*colW
 		y := chartHeight + 12 + (i/legendColumns)*step
-		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" %s/>`+"\n", x, y, x+30, y, lineStyle(i, len(lines)))
+		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" %s/>`+"\n", x, y, x+30, y, lineStyle(l.name, i, len(lines)))
 		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="12">%s</text>`+"\n", x+36, y+4, esc(l.name))
 		if l.note != "" {
 			fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#555">%s</text>`+"\n", x+36, y+17, esc(l.note))

@@ -57,7 +57,7 @@ const (
 	DefaultOpenTimeout  = 30 * time.Second
 	DefaultProbes       = 3
 	DefaultMaxHosts     = 1024
-	windowBuckets       = 10
+	WindowBuckets       = 10
 )
 
 // Clock gives the time. A nil Clock is the real one.
@@ -161,7 +161,7 @@ func New(cfg Config, clock Clock) *Set {
 	}
 	// As gobreaker: the window is a whole number of buckets of a tenth of
 	// it, rounded up (one bucket, the whole window, if a tenth is zero).
-	period, buckets := window/windowBuckets, uint64(1)
+	period, buckets := window/WindowBuckets, uint64(1)
 	if period > 0 {
 		buckets = uint64((window + period - 1) / period)
 	} else {

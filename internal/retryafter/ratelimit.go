@@ -11,11 +11,11 @@ import (
 // response has no valid Retry-After. docs/ratelimit.md states the rules and
 // the reasons.
 
-// epochThreshold separates the two meanings of X-RateLimit-Reset and
+// EpochThreshold separates the two meanings of X-RateLimit-Reset and
 // RateLimit-Reset: a value of at least 10^9 is a Unix time in seconds (10^9
 // is September 2001), a smaller one a number of seconds to wait (10^9
 // seconds is 31 years: no server means that).
-const epochThreshold = 1_000_000_000
+const EpochThreshold = 1_000_000_000
 
 // RateLimitReset returns the wait that the rate-limit headers of res
 // announce, trying in order:
@@ -24,7 +24,7 @@ const epochThreshold = 1_000_000_000
 //     policies with no quota left (r=0), or, without t, that policy's window
 //     w from RateLimit-Policy;
 //  2. RateLimit-Reset, then X-RateLimit-Reset, then X-Rate-Limit-Reset:
-//     delta seconds, or a Unix time when at least epochThreshold. These are
+//     delta seconds, or a Unix time when at least EpochThreshold. These are
 //     read only on a 429 or when the matching Remaining header is 0, since
 //     many servers send them on every response.
 //
@@ -49,7 +49,7 @@ func RateLimitReset(res *http.Response, now func() time.Time) (time.Duration, bo
 		if !ok {
 			continue
 		}
-		if secs < epochThreshold {
+		if secs < EpochThreshold {
 			return toDuration(secs, frac), true
 		}
 		at := time.Unix(int64(min(secs, 1<<62)), int64(frac))
