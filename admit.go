@@ -25,7 +25,7 @@ func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d ti
 	r.Req, r.Res, r.Pause, r.Reused, r.Delay = a.Req, a.Res, pause, success(a.Res), d
 	for {
 		r.Bound = t.bound(ctx, s)
-		v := s.budget.core.Admit(r)
+		v := s.budget.inner().Admit(r)
 		switch v.Do {
 		case budget.Send:
 			return t.proceed(ctx, s, v.Lease, a, d, v.After, !reported)

@@ -121,9 +121,11 @@ type RetryBudgetOptions struct {
 // each kind of failure, docs/budget-algorithm.md the mechanism.
 type RetryBudget struct {
 	core *budget.Budget // internal/budget: the hosts, their buckets, statistics and windows
+	zero sync.Once      // a RetryBudget not made by NewRetryBudget gets its core on first use
 }
 
-// NewRetryBudget returns a budget configured by opts.
+// NewRetryBudget returns a budget configured by opts. A RetryBudget not
+// made by it (&RetryBudget{}) is one made with the defaults, on first use.
 func NewRetryBudget(opts RetryBudgetOptions) *RetryBudget {
 	capacity := opts.Capacity
 	switch {
@@ -162,11 +164,18 @@ func positiveOr[T int | time.Duration](v, def T) T {
 // maxBudgetCapacity bounds Capacity so that the buckets never overflow.
 const maxBudgetCapacity = budget.MaxCapacity
 
-// inner returns b's state; nil for a nil b, which allows everything.
+// inner returns b's state; nil for a nil b, which allows everything. A
+// RetryBudget{} (not made by NewRetryBudget) is made with the defaults on
+// first use, as NewRetryBudget(RetryBudgetOptions{}) would make it.
 func (b *RetryBudget) inner() *budget.Budget {
 	if b == nil {
 		return nil
 	}
+	b.zero.Do(func() {
+		if b.core == nil {
+			b.core = NewRetryBudget(RetryBudgetOptions{}).core
+		}
+	})
 	return b.core
 }
 

@@ -707,3 +707,32 @@ func BenchmarkBudgetParallel(b *testing.B) {
 		}
 	}
 }
+
+// TestZeroRetryBudgetIsTheDefaults: a RetryBudget not made by
+// NewRetryBudget (&retryhttp.RetryBudget{}) is a budget with the defaults,
+// made on first use: it panicked with a nil dereference on the first
+// request.
+func TestZeroRetryBudgetIsTheDefaults(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	b := &retryhttp.RetryBudget{}
+	rt := retryhttp.New(retryhttp.WithRetryBudget(b), retryhttp.WithDelayFn(func(retryhttp.Attempt) time.Duration { return 0 }))
+	defer rt.CloseIdleConnections()
+	res, err := (&http.Client{Transport: rt}).Get(srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", testkit.ReadAll(t, res))
+	assert.Equal(t, int32(2), n.Load(), "retried once")
+	hosts := 0
+	for h := range b.Hosts() {
+		hosts++
+		assert.Equal(t, retryhttp.DefaultRetryBudgetCapacity, h.Capacity)
+	}
+	assert.Equal(t, 1, hosts, "the budget records its host")
+}

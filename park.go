@@ -19,7 +19,7 @@ import (
 // (budget.Waiter.Check): the first in its queue wakes up on its own, to
 // look at the gate or the lane's pace, the others when they are rung.
 func (t *Transport) park(ctx context.Context, s *settings, a Attempt, w *budget.Waiter, until time.Time) (lease, StopReason) {
-	if !t.breakers.park(a.Req, s.budget.core, w.Enqueue) {
+	if !t.breakers.park(a.Req, s.budget.inner(), w.Enqueue) {
 		return lease{}, StopBudgetRefused
 	}
 	c := t.clock()

@@ -42,7 +42,7 @@ func (t *Transport) holdFirst(ctx context.Context, s *settings, req *http.Reques
 	}
 	r := t.claim(s, claim)
 	r.Req, r.First, r.Bound = req, true, t.bound(ctx, s)
-	v := s.budget.core.Admit(r)
+	v := s.budget.inner().Admit(r)
 	r.First = false
 	if v.Waiter == nil {
 		return lease{}, nil

@@ -284,14 +284,14 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 	var at int64        // the budget's, if mono
 	mono := false
 	if t.clk == nil && b != nil {
-		at, mono = b.core.Now()
+		at, mono = b.inner().Now()
 	}
 	if !mono {
 		start = t.clock().Now()
 	}
 	res, err := t.send(req, s.attemptTimeout)
 	if mono {
-		o.At, _ = b.core.Now()
+		o.At, _ = b.inner().Now()
 		o.AtKnown = true
 		o.Latency = time.Duration(o.At - at)
 	} else {
