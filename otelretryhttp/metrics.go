@@ -268,6 +268,7 @@ var outcomes = map[retryhttp.StopReason]string{
 	retryhttp.StopCanceled:          "canceled",
 	retryhttp.StopError:             "error",
 	retryhttp.StopBodyNotReplayable: "body_not_replayable",
+	retryhttp.StopQuotaWait:         "quota_wait",
 }
 
 func outcome(r retryhttp.StopReason) string {

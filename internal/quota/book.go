@@ -25,14 +25,15 @@ import (
 // its share as the ratio of the two. docs/ratelimit.md.
 type Book struct {
 	n      atomic.Int32 // len(scopes): an empty book is read without the lock
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	scopes map[Key]*scope
 }
 
-// Key names a scope: a host (scheme://host:port, or any string that names
-// one) and the name a caller gives part of its requests ("" for none).
+// Key names a scope: a host (its scheme and host[:port], or any strings
+// that name one) and the name a caller gives part of its requests (""
+// for none).
 type Key struct {
-	Host, Name string
+	Scheme, Host, Name string
 }
 
 // Bounds on the state kept.
@@ -109,10 +110,15 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration) 
 	if b.n.Load() == 0 {
 		return t, nil
 	}
+	b.mu.RLock()
+	sc := b.scopes[k] // a scope of no quota, the usual case, takes no write lock
+	b.mu.RUnlock()
+	if sc == nil {
+		return t, nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	sc := b.scopes[k]
-	if sc == nil {
+	if sc = b.scopes[k]; sc == nil {
 		return t, nil
 	}
 	sc.used = now
@@ -398,5 +404,53 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 	p.remaining = min(p.remaining, o.Remaining)
 	if !resetAt.IsZero() && resetAt.Before(p.resetAt) {
 		p.resetAt = resetAt
+	}
+}
+
+// Idle reports whether b keeps no scope: no server has advertised a quota
+// to it, so Reserve would let everything go. It takes no lock.
+func (b *Book) Idle() bool { return b.n.Load() == 0 }
+
+// Open returns the Ticket of a send of scope k and route made at sentAt
+// without Reserve (the book was Idle), for Done to record its answer.
+func Open(k Key, route string, sentAt time.Time) Ticket {
+	return Ticket{key: k, route: route, sentAt: sentAt}
+}
+
+// State is one policy of a scope as Each reports it.
+type State struct {
+	Key    Key
+	Policy string
+	// Remaining is the count the answers of the current window state, less
+	// nothing: sends in flight are InFlight.
+	Remaining int64
+	InFlight  int
+	// Limit is the window's quota when stated or seen (the highest count),
+	// and ResetAt when the window turns (zero: not known).
+	Limit   int64
+	ResetAt time.Time
+}
+
+// Each calls fn with the state of every policy b keeps, from a copy taken
+// under the lock (fn may call b), until fn returns false.
+func (b *Book) Each(fn func(State) bool) {
+	if b.Idle() {
+		return
+	}
+	b.mu.Lock()
+	states := make([]State, 0, len(b.scopes))
+	for k, sc := range b.scopes {
+		for _, p := range sc.policies {
+			states = append(states, State{
+				Key: k, Policy: p.name, Remaining: p.remaining, InFlight: p.inFlight,
+				Limit: p.quota(), ResetAt: p.resetAt,
+			})
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range states {
+		if !fn(s) {
+			return
+		}
 	}
 }
