@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -171,4 +172,26 @@ func TestQuotaWaitTooLong(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	_, err = tr2.RoundTrip(req)
 	assert.True(t, errors.As(err, &qe))
+}
+
+// A hold is written to the logger at LogLevelQuotaHold, with its scope,
+// policy, remaining count and wait.
+func TestQuotaHoldLogged(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now())
+	srv := newQuotaServer(t, clock, 1, 5*time.Second, "draft-11")
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: retryhttp.LogLevelQuotaHold}))
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithLogger(logger))}
+	for range 2 {
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/x?secret=1"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := buf.String()
+	assert.Contains(t, out, `msg="retryhttp: quota hold"`)
+	assert.Contains(t, out, "scope="+srv.URL)
+	assert.Contains(t, out, "policy=default remaining=0 wait=5s")
+	assert.NotContains(t, out, "secret")
+	assert.NotContains(t, out, "parked")
 }
