@@ -416,10 +416,19 @@ func TestRateLimitResetLoopback(t *testing.T) {
 			res.Body.Close()
 			assert.Equal(t, "ok", strings.TrimSpace(string(body)))
 			assert.EqualValues(t, 2, srv.Attempts.Load())
+			// The retry's delay, then, when it ends before the quota the
+			// answer stated turns (a jitter below a reset; r=0 without a
+			// valid t: a second), a hold of that quota (quota.go) until
+			// it turns: the retry leaves within [lo, hi] all the same.
 			waits := clock.Sleeps()
-			require.Len(t, waits, 1)
-			assert.GreaterOrEqual(t, waits[0], lo)
-			assert.LessOrEqual(t, waits[0], hi)
+			require.NotEmpty(t, waits)
+			require.LessOrEqual(t, len(waits), 2)
+			var total time.Duration
+			for _, w := range waits {
+				total += w
+			}
+			assert.GreaterOrEqual(t, total, lo)
+			assert.LessOrEqual(t, total, hi)
 		})
 	}
 }

@@ -133,9 +133,16 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	h := hedges.Get().(*hedge)
 	h.t, h.s, h.body, h.idem, h.ctx, h.caller = t, s, body, idem, ctx, caller
 
-	// 1. Attempt 1, on this goroutine, with the hedge timer running.
+	// 1. Attempt 1, on this goroutine, with the hedge timer running; held
+	// first while its advertised quota is spent (quota.go).
+	var q quotaSend
+	if err := t.quotaHold(ctx, &s, caller, 1, &q); err != nil {
+		h.recycle()
+		return nil, quotaEnding(err, 0), err
+	}
 	sent, err := t.attemptRequest(&h.body, 1)
 	if err != nil {
+		t.quotaDone(caller, &q, nil)
 		h.recycle()
 		return nil, ending{StopError, 0}, err
 	}
@@ -159,6 +166,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 		}
 	}()
 	res, err := t.sendSettled(req, &s, &attemptOutcome{First: true}, nil)
+	t.quotaDone(sent, &q, res)
 	sending = false
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {
@@ -336,17 +344,25 @@ func (h *hedge) next(refund bool) (bool, error) {
 		h.refused = true
 		return false, nil
 	}
-	return true, h.launch(l, refund)
+	return h.launch(l, refund)
 }
 
 // launch sends the next attempt, holding l, in a goroutine of its own, with
-// a body of its own and a context of its own, derived from the caller's.
-func (h *hedge) launch(l lease, refund bool) error {
+// a body of its own and a context of its own, derived from the caller's,
+// and reports whether it did: not when the request's advertised quota has
+// no room for it at once (quota.go quotaTry).
+func (h *hedge) launch(l lease, refund bool) (bool, error) {
+	var q quotaSend
+	if !h.t.quotaTry(&h.s, h.caller, &q) {
+		l.End(outNeutral, 0, 0)
+		return false, nil
+	}
 	n := len(h.cancels) + 1
 	sent, err := h.t.attemptRequest(&h.body, n)
 	if err != nil {
 		l.End(outNeutral, 0, 0)
-		return err
+		h.t.quotaDone(h.caller, &q, nil)
+		return true, err
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	h.cancels = append(h.cancels, cancel)
@@ -356,9 +372,10 @@ func (h *hedge) launch(l lease, refund bool) error {
 		defer h.wg.Done()
 		req := sent.WithContext(ctx)
 		res, err := h.t.sendSettled(req, &h.s, &attemptOutcome{Refund: refund}, &l)
+		h.t.quotaDone(sent, &q, res)
 		h.results <- outcome{n: n, req: sent, res: res, err: err}
 	}()
-	return nil
+	return true, nil
 }
 
 // win returns o to the caller and cancels every other attempt. The attempts'

@@ -123,6 +123,12 @@ type Hooks struct {
 	// a held first attempt dropped at its bound is sent all the same).
 	OnPark func(ParkEvent)
 
+	// OnQuotaHold is called each time a request is held because the quota
+	// its server advertised is spent (WithQuotaPacing), before it waits;
+	// it asks again after the wait, and may be held again. A hold is the
+	// quota's pace, not an outage: it is never reported to OnPark.
+	OnQuotaHold func(QuotaHold)
+
 	// OnCircuitStateChange is called on every change of state of a
 	// destination's circuit breaker (WithCircuitBreaker), with the
 	// destination as scheme://host:port. Calls are made one at a time, in
@@ -142,7 +148,7 @@ type Hooks struct {
 // nothing is called and nothing is allocated.
 func WithHooks(h Hooks) Option {
 	return func(t *Transport) {
-		if h.OnAttempt == nil && h.OnRetryDecision == nil && h.OnPark == nil && h.OnCircuitStateChange == nil {
+		if h.OnAttempt == nil && h.OnRetryDecision == nil && h.OnPark == nil && h.OnQuotaHold == nil && h.OnCircuitStateChange == nil {
 			return // no observer: the request path stays as without hooks
 		}
 		o := t.observer()
@@ -154,6 +160,9 @@ func WithHooks(h Hooks) Option {
 		}
 		if h.OnPark != nil {
 			o.onPark = append(o.onPark, h.OnPark)
+		}
+		if h.OnQuotaHold != nil {
+			o.onQuota = append(o.onQuota, h.OnQuotaHold)
 		}
 		if h.OnCircuitStateChange != nil {
 			o.onCircuit = append(o.onCircuit, h.OnCircuitStateChange)
@@ -169,6 +178,7 @@ type observer struct {
 	onDecision []func(Decision)
 	onCircuit  []func(host string, from, to CircuitState)
 	onPark     []func(ParkEvent)
+	onQuota    []func(QuotaHold)
 	logger     *slog.Logger
 }
 

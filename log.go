@@ -31,6 +31,13 @@ const (
 	// (0 for a held first attempt), waited (for a release), window,
 	// in_flight and parked.
 	LogLevelPark = slog.LevelDebug
+
+	// LogLevelQuotaHold is the level of the record written when a request
+	// is held because its advertised quota is spent ("retryhttp: quota
+	// hold", WithQuotaPacing): Debug, since holds are the quota's pace,
+	// as many as a window's excess requests. Its attributes are method,
+	// url, attempt, scope, policy (if named), remaining and wait.
+	LogLevelQuotaHold = slog.LevelDebug
 )
 
 // WithLogger makes the transport write a record to logger for each retry
@@ -135,4 +142,30 @@ func redactURL(u *url.URL) string {
 	}
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return r.String()
+}
+
+// reportQuotaHold reports a quota hold to the hooks and the logger.
+func (o *observer) reportQuotaHold(h QuotaHold) {
+	if o == nil {
+		return
+	}
+	for _, fn := range o.onQuota {
+		fn(h)
+	}
+	l, a := o.logger, h.Attempt
+	if l == nil || a.Req == nil {
+		return
+	}
+	ctx := a.Req.Context()
+	if !l.Enabled(ctx, LogLevelQuotaHold) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs, slog.String("method", method(a.Req)), slog.String("url", redactURL(a.Req.URL)),
+		slog.Int("attempt", a.Count), slog.String("scope", h.Scope))
+	if h.Policy != "" {
+		attrs = append(attrs, slog.String("policy", h.Policy))
+	}
+	attrs = append(attrs, slog.Int64("remaining", h.Remaining), slog.Duration("wait", roundDelay(h.Wait)))
+	l.LogAttrs(ctx, LogLevelQuotaHold, "retryhttp: quota hold", attrs...)
 }

@@ -229,6 +229,9 @@ type settings struct {
 	hedgeQuantile float64       // hedgedelay.go; 0: the fixed hedgeDelay
 	maxHedges     int
 	budget        *RetryBudget // budget.go; nil: no budget
+
+	quotaPacing bool                       // WithQuotaPacing (quota.go)
+	quotaScope  func(*http.Request) string // WithQuotaScope; nil: the host's
 }
 
 // defaultSettings are the settings of a Transport without options.
@@ -246,7 +249,8 @@ func defaultSettings() settings {
 		retrySignal:          true,
 		attemptHeader:        true,
 
-		budget: defaultBudget(),
+		budget:      defaultBudget(),
+		quotaPacing: true,
 	}
 }
 

@@ -60,6 +60,12 @@ const (
 	// WithPreventRetryWithBody is set. An error is joined with
 	// ErrBodyNotReplayable.
 	StopBodyNotReplayable
+
+	// StopQuotaWait: the request's advertised quota was spent, and its
+	// window turns after the maximum delay (WithMaxDelay) or the context's
+	// deadline; the attempt was not sent, and the error is a
+	// *QuotaWaitError (WithQuotaPacing).
+	StopQuotaWait
 )
 
 var stopReasonNames = [...]string{
@@ -74,6 +80,7 @@ var stopReasonNames = [...]string{
 	StopError:            "error",
 
 	StopBodyNotReplayable: "body not replayable",
+	StopQuotaWait:         "quota wait too long",
 }
 
 // String returns the reason in words, such as "retries exhausted".
@@ -86,11 +93,12 @@ func (r StopReason) String() string {
 
 // GaveUp reports whether the request failed because retrying was cut short
 // by the transport's defences or limits (retries exhausted, budget refused,
-// circuit open, a delay too long or a deadline too close), rather than
+// circuit open, a delay too long, a deadline too close, or a quota whose
+// window turns too late), rather than
 // succeeding or failing in a way that is never retried.
 func (r StopReason) GaveUp() bool {
 	switch r {
-	case StopRetriesExhausted, StopBudgetRefused, StopCircuitOpen, StopDelayTooLong, StopDeadline:
+	case StopRetriesExhausted, StopBudgetRefused, StopCircuitOpen, StopDelayTooLong, StopDeadline, StopQuotaWait:
 		return true
 	}
 	return false

@@ -207,14 +207,21 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// PrepareRetry hook rewrote it: prepare.go). A success refills
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
+		var q quotaSend // held while its advertised quota is spent (quota.go)
+		if err := t.quotaHold(ctx, s, req, count, &q); err != nil {
+			l.End(outNeutral, 0, 0)
+			return nil, quotaEnding(err, count-1), err
+		}
 		sent, err := t.attemptRequest(body, count)
 		if err != nil {
 			l.End(outNeutral, 0, 0)
+			t.quotaDone(req, &q, nil)
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
 		o := attemptOutcome{First: count == 1, Refund: refundable}
 		res, err := t.sendSettled(sent, s, &o, &l)
+		t.quotaDone(sent, &q, res)
 		if o.First && s.hedgeQuantile != 0 {
 			// Adaptive hedging learns from the latency of first
 			// attempts (hedgedelay.go).

@@ -85,6 +85,12 @@ const (
 	// ParkWindowName gauges each host's window: the parked retries it lets
 	// be in flight at once.
 	ParkWindowName = "retryhttp.client.park.window"
+
+	// QuotaHoldsName counts the holds of requests whose advertised quota
+	// was spent (retryhttp.Hooks.OnQuotaHold): each is a wait for the
+	// quota's window, not an outage's parked retry. ObserveQuotas gauges
+	// the quotas themselves.
+	QuotaHoldsName = "retryhttp.client.quota.holds"
 )
 
 // Attribute keys, besides OpenTelemetry's http.request.method,
@@ -116,7 +122,7 @@ type instruments struct {
 	attrs attrCache
 
 	requests, attempts, retries, failures, refusals metric.Int64Counter
-	parked                                          metric.Int64Counter
+	parked, quotaHolds                              metric.Int64Counter
 	circuit, window                                 metric.Int64Gauge
 	delay, parkWait                                 metric.Float64Histogram
 	perRequest                                      metric.Int64Histogram
@@ -177,6 +183,9 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 	ins.window, e = m.Int64Gauge(ParkWindowName, metric.WithUnit("{retry}"),
 		metric.WithDescription("Parked retries a destination lets be in flight at once."))
 	err = errors.Join(err, e)
+	ins.quotaHolds, e = m.Int64Counter(QuotaHoldsName, metric.WithUnit("{hold}"),
+		metric.WithDescription("Requests held because the quota their server advertised was spent, until its window turns."))
+	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +194,7 @@ func New(mp metric.MeterProvider) (retryhttp.Option, error) {
 			OnAttempt:            ins.attempt,
 			OnRetryDecision:      ins.decision,
 			OnPark:               ins.park,
+			OnQuotaHold:          ins.quotaHold,
 			OnCircuitStateChange: ins.circuitChanged,
 		})(t)
 	}, nil
@@ -200,6 +210,13 @@ func (ins *instruments) park(e retryhttp.ParkEvent) {
 		ins.parkWait.Record(ctx, e.Waited.Seconds(), opts.rec...)
 	}
 	ins.window.Record(ctx, int64(e.Window), d.get(&ins.attrs, subKey{kind: kindHost}).rec...)
+}
+
+// quotaHold counts a hold of a request by its advertised quota, per
+// destination.
+func (ins *instruments) quotaHold(h retryhttp.QuotaHold) {
+	req := h.Attempt.Req
+	ins.quotaHolds.Add(ctxOf(req), 1, ins.attrs.dest(req).get(&ins.attrs, subKey{kind: kindHost}).add...)
 }
 
 func (ins *instruments) attempt(ai retryhttp.AttemptInfo) {
@@ -274,6 +291,7 @@ var outcomes = map[retryhttp.StopReason]string{
 	retryhttp.StopCanceled:          "canceled",
 	retryhttp.StopError:             "error",
 	retryhttp.StopBodyNotReplayable: "body_not_replayable",
+	retryhttp.StopQuotaWait:         "quota_wait",
 }
 
 func outcome(r retryhttp.StopReason) string {

@@ -36,6 +36,9 @@ func RateLimitReset(res *http.Response, now func() time.Time) (time.Duration, bo
 	if d, ok := parseRateLimitField(h); ok {
 		return d, true
 	}
+	if d, ok := parseDraft07(h); ok {
+		return d, true
+	}
 	throttled := res.StatusCode == http.StatusTooManyRequests
 	for _, name := range [...]string{"RateLimit", "X-RateLimit", "X-Rate-Limit"} {
 		if !throttled && strings.TrimSpace(h.Get(name+"-Remaining")) != "0" {
@@ -124,6 +127,38 @@ func parseRateLimitField(h http.Header) (time.Duration, bool) {
 		}
 	}
 	return best, found
+}
+
+// parseDraft07 reads the RateLimit field of the draft's earlier versions
+// (up to draft-07), a structured-field Dictionary such as `limit=50,
+// remaining=0, reset=2`: the wait is reset, in seconds, when remaining is
+// 0. Members that are not integers are skipped; a key given twice keeps
+// its last value, as RFC 9651 says.
+func parseDraft07(h http.Header) (time.Duration, bool) {
+	remaining, reset := "", ""
+	for _, line := range h.Values("RateLimit") {
+		for _, m := range splitSFList(line) {
+			k, v, ok := strings.Cut(m, "=")
+			if !ok {
+				continue
+			}
+			v, _, _ = strings.Cut(v, ";") // parameters: none defined
+			switch strings.TrimSpace(k) {
+			case "remaining":
+				remaining = strings.TrimSpace(v)
+			case "reset":
+				reset = strings.TrimSpace(v)
+			}
+		}
+	}
+	if remaining != "0" || reset == "" {
+		return 0, false
+	}
+	secs, frac, ok := parseSeconds(reset)
+	if !ok || frac != 0 || strings.Contains(reset, ".") { // sf-integer: no fraction
+		return 0, false
+	}
+	return toDuration(secs, 0), true
 }
 
 // policyWindows maps the names of the policies in RateLimit-Policy to their

@@ -155,7 +155,14 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"ietf huge t", 429, headers("RateLimit", `"a";r=0;t=99999999999999999999`), maxDuration, true},
 		{"ietf window from policy", 429, headers("RateLimit", `"a";r=0`, "RateLimit-Policy", `"b";q=1;w=5, "a";q=100;w=30`), 30 * time.Second, true},
 		{"ietf no window", 429, headers("RateLimit", `"a";r=0`, "RateLimit-Policy", `"b";q=1;w=5`), 0, false},
-		{"ietf old dictionary form is ignored", 429, headers("RateLimit", `limit=10, remaining=0, reset=5`), 0, false},
+		{"draft-07 dictionary", 429, headers("RateLimit", `limit=50, remaining=0, reset=2`), 2 * time.Second, true},
+		{"draft-07 on a 200 too", 200, headers("RateLimit", `limit=50, remaining=0, reset=2`), 2 * time.Second, true},
+		{"draft-07 quota left", 429, headers("RateLimit", `limit=50, remaining=3, reset=2`), 0, false},
+		{"draft-07 no reset", 429, headers("RateLimit", `limit=50, remaining=0`), 0, false},
+		{"draft-07 fraction", 429, headers("RateLimit", `remaining=0, reset=1.5`), 0, false},
+		{"draft-07 negative", 429, headers("RateLimit", `remaining=0, reset=-1`), 0, false},
+		{"draft-07 two lines", 429, headers("RateLimit", `limit=5, remaining=0`, "RateLimit", `reset=4`), 4 * time.Second, true},
+		{"draft-07 before RateLimit-Reset", 429, headers("RateLimit", `remaining=0, reset=9`, "RateLimit-Reset", "3"), 9 * time.Second, true},
 		{"ietf empty members", 429, headers("RateLimit", `,,;,"";r=0;t=3`), 0, false},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,456 @@
+package quota
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Book keeps the pacing state of the scopes one client sends to, and
+// decides, before each send, whether the quotas its scope's server
+// advertised let it go now (Reserve) and, after the answer, what the
+// answer says of them (Done). A scope is a host, refined by a name of the
+// caller's (Key); within it, the quotas the server names (policies). The
+// zero value is an empty Book, ready to use. Safe for concurrent use.
+//
+// For each policy it keeps the remaining count the answers state, the time
+// its window turns, and the sends not yet answered (in flight), which
+// count against the remaining count until their answers refresh it. A
+// request goes when its share of the remaining count, less the sends in
+// flight, leaves room for it; otherwise it waits until the window turns,
+// or, if more wait than the next window is likely to take at once, until
+// a slot spread over that window at its pace (quota over window). The
+// share is 1 for a client alone; several clients that use one quota see
+// the count fall faster than their own sends explain, and each estimates
+// its share as the ratio of the two. docs/ratelimit.md.
+type Book struct {
+	n      atomic.Int32 // len(scopes): an empty book is read without the lock
+	mu     sync.RWMutex
+	scopes map[Key]*scope
+}
+
+// Key names a scope: a host (its scheme and host[:port], or any strings
+// that name one) and the name a caller gives part of its requests (""
+// for none).
+type Key struct {
+	Scheme, Host, Name string
+}
+
+// Bounds on the state kept.
+const (
+	maxScopes   = 1024 // scopes in a Book; the least recently used goes
+	maxPolicies = 16   // policies in a scope; others are not kept
+	maxRoutes   = 64   // routes a routed policy knows; others are not held by it
+)
+
+// shareAlone is the share above which a client is taken to be alone:
+// the estimate's noise must not cost a client alone its last request of
+// each window.
+const shareAlone = 0.9
+
+// scope is the state of one Key.
+type scope struct {
+	policies []*policy
+	used     time.Time // the latest Reserve or Done
+}
+
+// policy is the state of one quota of a scope.
+type policy struct {
+	name   string
+	routed bool     // held only by the requests of routes answered with it
+	routes []string // those routes
+
+	remaining int64     // the count as the answers of the current window state it
+	resetAt   time.Time // when the current window turns; zero: not known
+	since     time.Time // when the current window began: sends before it are answered for an older one
+	limit     int64     // a window's quota; 0: not stated
+	window    time.Duration
+	peak      int64 // the highest count stated: the quota, when not stated
+	inFlight  int
+
+	turn    time.Time // the turn the waiters are counted for
+	waiters int
+
+	lastGrant time.Time // the latest send let go
+	paceNext  time.Time // the next free slot of a paced client
+
+	share float64 // the client's estimated share of the quota, in (0, 1]
+	base  int64   // the count at the first answer of the window; -1: none yet
+	low   int64   // the lowest count the window's answers stated
+	own   int64   // the window's answers that the server let through
+}
+
+// Ticket is a send that Reserve let go; pass it to Done with the send's
+// answer. The zero Ticket is valid.
+type Ticket struct {
+	key    Key
+	route  string
+	sentAt time.Time
+	sc     *scope
+	mask   uint32 // the policies of sc whose in-flight count it holds
+}
+
+// Hold says why a request was not let go: the policy whose window it
+// waits for, its remaining count, and the wait before the request may ask
+// again (Reserve).
+type Hold struct {
+	Policy    string
+	Remaining int64
+	Wait      time.Duration
+}
+
+// Reserve decides, at now, for a request of scope k whose route is route
+// (package retryhttp: its path's first segment): a Ticket to send it now,
+// or a Hold whose Wait is how long to wait before asking again. bound is
+// the longest the caller can wait: a longer wait is still returned, for
+// the caller to fail with, but does not count the request among the
+// window's waiters.
+func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration) (Ticket, *Hold) {
+	t := Ticket{key: k, route: route, sentAt: now}
+	if b.n.Load() == 0 {
+		return t, nil
+	}
+	b.mu.RLock()
+	sc := b.scopes[k] // a scope of no quota, the usual case, takes no write lock
+	b.mu.RUnlock()
+	if sc == nil {
+		return t, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if sc = b.scopes[k]; sc == nil {
+		return t, nil
+	}
+	sc.used = now
+	t.sc = sc
+	var held *policy
+	var wait time.Duration
+	for _, p := range sc.policies {
+		if !p.applies(route) {
+			continue
+		}
+		if w := p.hold(now); w > wait || held == nil && w > 0 {
+			held, wait = p, w
+		}
+	}
+	if held != nil {
+		if wait <= bound {
+			wait = held.enqueue(now)
+		}
+		return Ticket{}, &Hold{Policy: held.name, Remaining: held.remaining, Wait: wait}
+	}
+	for i, p := range sc.policies {
+		if p.applies(route) {
+			p.inFlight++
+			p.lastGrant = now
+			t.mask |= 1 << i
+		}
+	}
+	return t, nil
+}
+
+// Done records the answer to the send of t, at now: obs, the quotas it
+// states (Read), and whether it was a 429 (throttled). An answer without
+// obs (an error, a response without the fields) only ends the send.
+func (b *Book) Done(t Ticket, obs []Observation, throttled bool, now time.Time) {
+	if t.sc == nil && len(obs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sc := t.sc
+	for i, p := range sc.policiesOrNil() {
+		if t.mask&(1<<i) != 0 && p.inFlight > 0 {
+			p.inFlight--
+			if throttled && len(obs) == 0 && !t.sentAt.Before(p.since) {
+				p.remaining = 0 // the server refused: none left, whatever was stated
+			}
+		}
+	}
+	if len(obs) == 0 {
+		return
+	}
+	if cur := b.scopes[t.key]; cur != nil {
+		sc = cur
+	} else {
+		sc = b.add(t.key, now)
+	}
+	sc.used = now
+	for _, o := range obs {
+		if p := sc.policy(o); p != nil {
+			p.observe(o, t, now, throttled)
+		}
+	}
+}
+
+// policiesOrNil returns sc's policies; none for a nil sc.
+func (sc *scope) policiesOrNil() []*policy {
+	if sc == nil {
+		return nil
+	}
+	return sc.policies
+}
+
+// add makes the scope k, evicting the least recently used if the book is
+// full. Requires b.mu.
+func (b *Book) add(k Key, now time.Time) *scope {
+	if b.scopes == nil {
+		b.scopes = map[Key]*scope{}
+	}
+	if len(b.scopes) >= maxScopes {
+		var oldest Key
+		var at time.Time
+		first := true
+		for key, sc := range b.scopes {
+			if first || sc.used.Before(at) {
+				oldest, at, first = key, sc.used, false
+			}
+		}
+		delete(b.scopes, oldest)
+	}
+	sc := &scope{used: now}
+	b.scopes[k] = sc
+	b.n.Store(int32(len(b.scopes)))
+	return sc
+}
+
+// policy returns sc's policy named by o, making it if there is room.
+func (sc *scope) policy(o Observation) *policy {
+	for _, p := range sc.policies {
+		if p.name == o.Policy && p.routed == o.Routed {
+			return p
+		}
+	}
+	if len(sc.policies) >= maxPolicies {
+		return nil
+	}
+	p := &policy{name: o.Policy, routed: o.Routed, share: 1, base: -1}
+	sc.policies = append(sc.policies, p)
+	return p
+}
+
+// applies reports whether p holds the requests of route.
+func (p *policy) applies(route string) bool {
+	if !p.routed {
+		return true
+	}
+	for _, r := range p.routes {
+		if r == route {
+			return true
+		}
+	}
+	return false
+}
+
+// roll moves p into the window that began at its turn, if the turn has
+// passed at now: the count is then the quota, as far as it is known,
+// until an answer states it.
+func (p *policy) roll(now time.Time) {
+	if p.resetAt.IsZero() || now.Before(p.resetAt) {
+		return
+	}
+	p.measure()
+	p.since = p.resetAt
+	p.remaining = p.quota()
+	p.base, p.own = -1, 0
+	if p.window > 0 {
+		n := now.Sub(p.resetAt)/p.window + 1 // windows passed, the one begun included
+		p.resetAt = p.resetAt.Add(n * p.window)
+	} else {
+		p.resetAt = time.Time{}
+	}
+}
+
+// measure estimates the client's share of p's quota at the end of a
+// window: its own sends that the server let through, over what the window
+// spent (all the clients' sends): the quota less the lowest count, for a
+// window it saw begin (it rolled into it); otherwise what the count fell
+// while it watched, from its first answer (that answer's send included).
+// A client alone spent it all itself; one of four, a quarter.
+func (p *policy) measure() {
+	if p.base < 0 || p.own == 0 {
+		return
+	}
+	spent := p.base - p.low + 1
+	if !p.since.IsZero() {
+		spent = p.quota() - p.low
+	}
+	if spent > 0 {
+		p.share = min(max(float64(p.own)/float64(spent), 1.0/64), 1)
+	}
+}
+
+// quota returns the count a new window is taken to start with: the quota
+// stated, or else the highest count stated, or else 1 (a probe).
+func (p *policy) quota() int64 {
+	switch {
+	case p.limit > 0:
+		return p.limit
+	case p.peak > 0:
+		return p.peak
+	}
+	return 1
+}
+
+// room returns how many more sends p lets go at once: the client's share
+// of the remaining count, less its sends in flight.
+func (p *policy) room() int64 {
+	share := p.share
+	if share >= shareAlone {
+		share = 1
+	}
+	return int64(share*float64(p.remaining)) - int64(p.inFlight)
+}
+
+// hold returns how long a request must wait for p at now: zero if p has
+// room for it, or does not know when its window turns.
+func (p *policy) hold(now time.Time) time.Duration {
+	p.roll(now)
+	if p.resetAt.IsZero() {
+		return 0
+	}
+	if p.room() < 1 {
+		return p.resetAt.Sub(now)
+	}
+	if gap := p.gap(now); gap > 0 && now.Before(p.lastGrant.Add(gap)) {
+		if p.paceNext.Before(p.lastGrant.Add(gap)) {
+			p.paceNext = p.lastGrant.Add(gap)
+		}
+		wait := p.paceNext.Sub(now)
+		p.paceNext = p.paceNext.Add(gap)
+		return wait
+	}
+	return 0
+}
+
+// gap returns the spacing of a client that shares p's quota with others:
+// the time left in the window over its share of the remaining count, so
+// that the fleet's sends interleave and each answer shows what the others
+// spent. A client alone is not paced: it may spend what remains at once.
+func (p *policy) gap(now time.Time) time.Duration {
+	if p.share >= shareAlone || p.remaining <= 0 {
+		return 0
+	}
+	return time.Duration(float64(p.resetAt.Sub(now)) / (p.share * float64(p.remaining)))
+}
+
+// enqueue counts a request among those that wait for p's turn and returns
+// its wait: to the turn, for as many as the next window is likely to let
+// go at once (the client's share of its quota); the others at slots spread
+// after it at the quota's pace, where they ask again.
+func (p *policy) enqueue(now time.Time) time.Duration {
+	if !p.turn.Equal(p.resetAt) {
+		p.turn, p.waiters = p.resetAt, 0
+	}
+	k := int64(p.waiters)
+	p.waiters++
+	wait := p.resetAt.Sub(now)
+	allowance := max(int64(p.share*float64(p.quota())), 1)
+	if k < allowance {
+		return wait
+	}
+	gap := 50 * time.Millisecond
+	if p.window > 0 {
+		gap = p.window / time.Duration(p.quota())
+	}
+	return wait + time.Duration(k-allowance+1)*gap
+}
+
+// observe records o, stated by the answer to t at now.
+func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool) {
+	if p.routed && !p.applies(t.route) && len(p.routes) < maxRoutes {
+		p.routes = append(p.routes, t.route)
+	}
+	if o.Limit > 0 {
+		p.limit = o.Limit
+	}
+	if o.Window > 0 {
+		p.window = o.Window
+	}
+	p.peak = max(p.peak, o.Remaining)
+	p.roll(now)
+	if t.sentAt.Before(p.since) {
+		return // sent in a window past: its count is not this window's
+	}
+	resetAt := time.Time{}
+	switch {
+	case o.HasReset && o.Reset > 0:
+		resetAt = now.Add(o.Reset)
+	case o.Remaining == 0:
+		// None left, and no time (or "now", rounded down): hold for a
+		// second, or the window if shorter, rather than ask at once.
+		hold := time.Second
+		if p.window > 0 {
+			hold = min(hold, p.window)
+		}
+		resetAt = now.Add(hold)
+	}
+	if !throttled {
+		p.own++
+	}
+	if p.base < 0 {
+		p.base, p.low = o.Remaining, o.Remaining
+	}
+	p.low = min(p.low, o.Remaining)
+	if p.resetAt.IsZero() || o.Remaining > p.remaining+int64(p.inFlight)+1 {
+		// The first statement of a window, or the count went up by more
+		// than answers out of order explain: a token bucket refilled, or
+		// the server's window turned early.
+		p.remaining, p.resetAt = o.Remaining, resetAt
+		return
+	}
+	// The same window: the lowest count, and the earliest turn (a reset
+	// in whole seconds rounds up; the earliest is the closest).
+	p.remaining = min(p.remaining, o.Remaining)
+	if !resetAt.IsZero() && resetAt.Before(p.resetAt) {
+		p.resetAt = resetAt
+	}
+}
+
+// Idle reports whether b keeps no scope: no server has advertised a quota
+// to it, so Reserve would let everything go. It takes no lock.
+func (b *Book) Idle() bool { return b.n.Load() == 0 }
+
+// Open returns the Ticket of a send of scope k and route made at sentAt
+// without Reserve (the book was Idle), for Done to record its answer.
+func Open(k Key, route string, sentAt time.Time) Ticket {
+	return Ticket{key: k, route: route, sentAt: sentAt}
+}
+
+// State is one policy of a scope as Each reports it.
+type State struct {
+	Key    Key
+	Policy string
+	// Remaining is the count the answers of the current window state, less
+	// nothing: sends in flight are InFlight.
+	Remaining int64
+	InFlight  int
+	// Limit is the window's quota when stated or seen (the highest count),
+	// and ResetAt when the window turns (zero: not known).
+	Limit   int64
+	ResetAt time.Time
+}
+
+// Each calls fn with the state of every policy b keeps, from a copy taken
+// under the lock (fn may call b), until fn returns false.
+func (b *Book) Each(fn func(State) bool) {
+	if b.Idle() {
+		return
+	}
+	b.mu.Lock()
+	states := make([]State, 0, len(b.scopes))
+	for k, sc := range b.scopes {
+		for _, p := range sc.policies {
+			states = append(states, State{
+				Key: k, Policy: p.name, Remaining: p.remaining, InFlight: p.inFlight,
+				Limit: p.quota(), ResetAt: p.resetAt,
+			})
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range states {
+		if !fn(s) {
+			return
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package retryhttp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed2409de8f/retryhttp"
+	"github.com/seed2409de8f/retryhttp/internal/testkit"
+	"github.com/seed2409de8f/retryhttp/retryhttptest"
+)
+
+// quotaServer is a loopback server with a fixed-window quota of limit
+// requests per window, on clock's time, that states it on every response
+// in one dialect; over the quota it answers 429 with the same fields.
+type quotaServer struct {
+	*httptest.Server
+	mu             sync.Mutex
+	start          time.Time
+	served, denied int
+}
+
+func newQuotaServer(t *testing.T, clock *retryhttptest.Clock, limit int, window time.Duration, dialect string) *quotaServer {
+	s := &quotaServer{start: clock.Now()}
+	used, index := 0, int64(0)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := clock.Now()
+		if i := int64(now.Sub(s.start) / window); i != index {
+			index, used = i, 0
+		}
+		ok := used < limit
+		if ok {
+			used++
+		}
+		left := s.start.Add(time.Duration(index+1) * window).Sub(now)
+		secs := int((left + time.Second - 1) / time.Second)
+		r := limit - used
+		h := w.Header()
+		switch dialect {
+		case "draft-11":
+			h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, r, secs))
+			h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, limit, int(window/time.Second)))
+		case "draft-07":
+			h.Set("RateLimit", fmt.Sprintf("limit=%d, remaining=%d, reset=%d", limit, r, secs))
+		case "ratelimit-06":
+			h.Set("RateLimit-Limit", fmt.Sprint(limit))
+			h.Set("RateLimit-Remaining", fmt.Sprint(r))
+			h.Set("RateLimit-Reset", fmt.Sprint(secs))
+		case "x-ratelimit":
+			h.Set("X-RateLimit-Limit", fmt.Sprint(limit))
+			h.Set("X-RateLimit-Remaining", fmt.Sprint(r))
+			h.Set("X-RateLimit-Reset", fmt.Sprint(secs))
+		case "llm":
+			h.Set("X-RateLimit-Limit-Requests", fmt.Sprint(limit))
+			h.Set("X-RateLimit-Remaining-Requests", fmt.Sprint(r))
+			h.Set("X-RateLimit-Reset-Requests", left.String())
+		}
+		if !ok {
+			s.denied++
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		s.served++
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// counts returns the requests served and refused.
+func (s *quotaServer) counts() (served, denied int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served, s.denied
+}
+
+// A client paced by the quota its server advertises, in each dialect,
+// meets no 429: each request past a window's quota is held until the
+// window turns (on a fake clock: no real waiting), and the holds are
+// reported with their own hook, not as parked retries.
+func TestQuotaPacingLoopback(t *testing.T) {
+	for _, dialect := range []string{"draft-11", "draft-07", "ratelimit-06", "x-ratelimit", "llm"} {
+		t.Run(dialect, func(t *testing.T) {
+			clock := retryhttptest.NewClock(time.Now())
+			srv := newQuotaServer(t, clock, 3, 10*time.Second, dialect)
+			var mu sync.Mutex
+			var holds []retryhttp.QuotaHold
+			parks := 0
+			opts := []retryhttp.Option{retryhttp.WithClock(clock), retryhttp.WithHooks(retryhttp.Hooks{
+				OnQuotaHold: func(h retryhttp.QuotaHold) { mu.Lock(); holds = append(holds, h); mu.Unlock() },
+				OnPark:      func(retryhttp.ParkEvent) { mu.Lock(); parks++; mu.Unlock() },
+			})}
+			if dialect == "llm" { // read only for a scope the caller names
+				opts = append(opts, retryhttp.WithQuotaScope(func(*http.Request) string { return "model-a" }))
+			}
+			c := &http.Client{Transport: testkit.NewTransport(t, opts...)}
+			for range 7 {
+				assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/v1/items"))
+			}
+			served, denied := srv.counts()
+			assert.Equal(t, 7, served)
+			assert.Zero(t, denied, "no request meets the quota")
+			// Two window turns waited for, in all: 7 requests at 3 per 10 s.
+			assert.InDelta(t, 20*time.Second, clock.Slept(), float64(2*time.Second))
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Zero(t, parks)
+			require.NotEmpty(t, holds)
+			assert.Equal(t, 1, holds[0].Attempt.Count)
+			assert.True(t, strings.HasPrefix(holds[0].Scope, srv.URL), holds[0].Scope)
+			assert.Zero(t, holds[0].Remaining)
+			if dialect == "draft-11" {
+				assert.Equal(t, "default", holds[0].Policy)
+			}
+		})
+	}
+}
+
+// Without pacing, or with a caller's scope the responses do not share, the
+// same server's quota is met: the pacing is what avoids the 429s above.
+func TestQuotaPacingOff(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now())
+	srv := newQuotaServer(t, clock, 3, 10*time.Second, "draft-11")
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithQuotaPacing(false))}
+	for range 5 {
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	}
+	_, denied := srv.counts()
+	assert.Positive(t, denied)
+}
+
+// A wait that does not fit the maximum delay fails at once, before
+// anything is sent, with the wait the server stated.
+func TestQuotaWaitTooLong(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now())
+	srv := newQuotaServer(t, clock, 1, time.Hour, "draft-11")
+	var reasons []retryhttp.StopReason
+	tr := testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithMaxDelay(time.Minute),
+		retryhttp.WithHooks(retryhttp.Hooks{OnRetryDecision: func(d retryhttp.Decision) { reasons = append(reasons, d.Reason) }}))
+	c := &http.Client{Transport: tr}
+	assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	_, err := c.Get(srv.URL)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, retryhttp.ErrQuotaExhausted)
+	var qe *retryhttp.QuotaWaitError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, time.Hour, qe.Wait)
+	assert.Equal(t, "default", qe.Policy)
+	assert.True(t, strings.HasPrefix(qe.Scope, srv.URL), qe.Scope)
+	assert.Contains(t, err.Error(), "retryhttp: advertised quota exhausted")
+	assert.Equal(t, []retryhttp.StopReason{retryhttp.StopSuccess, retryhttp.StopQuotaWait}, reasons)
+	assert.Empty(t, clock.Sleeps(), "no wait begun")
+	served, denied := srv.counts()
+	assert.Equal(t, 1, served)
+	assert.Zero(t, denied)
+
+	// The context's deadline bounds it too.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr2 := testkit.NewTransport(t, retryhttp.WithClock(clock))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	_, err = tr2.RoundTrip(req)
+	assert.True(t, errors.As(err, &qe))
+}
+
+// A hold is written to the logger at LogLevelQuotaHold, with its scope,
+// policy, remaining count and wait.
+func TestQuotaHoldLogged(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now())
+	srv := newQuotaServer(t, clock, 1, 5*time.Second, "draft-11")
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: retryhttp.LogLevelQuotaHold}))
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithLogger(logger))}
+	for range 2 {
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL+"/x?secret=1"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := buf.String()
+	assert.Contains(t, out, `msg="retryhttp: quota hold"`)
+	assert.Contains(t, out, "scope="+srv.URL)
+	assert.Contains(t, out, "policy=default remaining=0 wait=5s")
+	assert.NotContains(t, out, "secret")
+	assert.NotContains(t, out, "parked")
+}
