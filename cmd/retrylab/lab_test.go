@@ -23,7 +23,13 @@ import (
 
 // TestMain fails the run if any test leaves a goroutine behind: every
 // server, client and handler of the lab must be gone when a run returns.
+//
+// Started as a child of the random scenario (childArg), the test binary
+// runs that child instead of the tests, as the lab's binary does.
 func TestMain(m *testing.M) {
+	if code, ok := mainChild(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
