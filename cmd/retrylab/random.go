@@ -152,14 +152,18 @@ func drawStorm(seed uint64, index int) storm {
 		s.SlowBy = millis(logUniform(rng, 200, 2000))
 		span, s.Spells = fitSpells(rng, span, s.Spells)
 		if rng.Float64() < 0.75 {
-			s.AttemptTimeout = s.Work*3/2 + millis(logUniform(rng, 50, 800))
+			s.AttemptTimeout = (s.Work*3/2 + millis(logUniform(rng, 50, 800))).Round(time.Millisecond)
 		}
 	case faultCapacity:
-		rho := uniform(rng, 0.6, 1.05) // offered load over capacity, open loops
+		// The offered load over the capacity: an open loop's arrivals,
+		// or a closed loop's workers at their unhindered pace (the
+		// requests they would have in flight at once), which a capacity
+		// below slows down.
 		if s.Open {
-			s.CapWorkers = max(1, int(math.Round(s.Rate*s.Work.Seconds()/rho)))
+			s.CapWorkers = max(1, int(math.Round(s.Rate*s.Work.Seconds()/uniform(rng, 0.6, 1.05))))
 		} else {
-			s.CapWorkers = max(1, int(math.Round(float64(s.Workers)*uniform(rng, 0.3, 1))))
+			busy := float64(s.Workers) * float64(s.Work) / float64(s.Work+s.Think)
+			s.CapWorkers = max(1, int(math.Round(busy/uniform(rng, 0.6, 1.5))))
 		}
 		capRate := float64(s.CapWorkers) / s.Work.Seconds()
 		s.CapQueue = max(1, int(math.Round(capRate*uniform(rng, 0.05, 0.6))))

@@ -46,9 +46,9 @@ type stormRun struct {
 	P50      time.Duration `json:"p50"`      // latency of the sent requests, failures included
 	P99      time.Duration `json:"p99"`
 	Max      time.Duration `json:"max"`
-	Finish   time.Duration `json:"finish,omitempty"` // closed loop: from the start until its last request ended
-	Stopped  bool          `json:"stopped,omitempty"`
-	LagP99   time.Duration `json:"lag_p99"` // the machine check's probe
+	Finish   time.Duration `json:"finish,omitempty"`  // closed loop: from the start until its last request ended
+	Stopped  bool          `json:"stopped,omitempty"` // closed loop: at its cap, with requests not sent or in flight
+	LagP99   time.Duration `json:"lag_p99"`           // the machine check's probe
 	LagMax   time.Duration `json:"lag_max"`
 	Capacity float64       `json:"capacity,omitempty"` // capacity storms: achieved over nominal while saturated; 0: not measured
 	Took     time.Duration `json:"took"`               // the run, warm-up to close
@@ -317,7 +317,8 @@ func poissonLoad(ctx context.Context, s storm, start time.Time, send func(contex
 // it takes the next, until the batch is done or s.Cap has passed since
 // start. It returns the outcomes of the requests sent, the batch's wall
 // time (until its last request ended; s.Cap if stopped), and whether it
-// was stopped at its cap.
+// was stopped at its cap: requests not sent, or cancelled in flight (they
+// count as failed).
 func closedLoad(ctx context.Context, s storm, start time.Time, send func(context.Context) bool) ([]outcome, time.Duration, bool) {
 	ctx, cancel := context.WithDeadline(ctx, start.Add(s.Cap))
 	defer cancel()
@@ -351,7 +352,7 @@ func closedLoad(ctx context.Context, s storm, start time.Time, send func(context
 		}()
 	}
 	wg.Wait()
-	stopped := ctx.Err() != nil && len(outcomes) < s.Requests
+	stopped := ctx.Err() != nil // the cap came before the batch's end
 	var finish time.Duration
 	for _, o := range outcomes {
 		finish = max(finish, o.at+o.latency)

@@ -331,5 +331,6 @@ func randomSection(r randomResult) section {
 		s.notes = append(s.notes, fmt.Sprintf("Storm %d: %s. %s.", sr.Storm.Index, sr.Storm, sr.verdictLine()))
 	}
 	s.policies = policies
+	s.charts = []chart{{file: "random.svg", svg: randomChart(r)}}
 	return s
 }

@@ -202,6 +202,10 @@ func TestRandomScenario(t *testing.T) {
 	html, err := os.ReadFile(res.report)
 	require.NoError(t, err)
 	assert.Contains(t, string(html), "Storms drawn at random")
+	svg, err := os.ReadFile(filepath.Join(cfg.out, "random.svg"))
+	require.NoError(t, err)
+	assertXML(t, svg)
+	assert.Contains(t, string(html), "<svg")
 }
 
 // TestRandomChild runs a closed loop's child process (the test binary, as
