@@ -42,9 +42,9 @@
 //     random, rate limiters, capacity-limited servers, slow spells, caller
 //     deadlines; each policy's run of each storm in a process of its own;
 //     a verdict per storm on the defaults, and how many they hold
-//     (random.go, random_run.go). 24 storms take about a quarter of an
-//     hour, so -scenario all leaves it out; -storms runs fewer, -storm K
-//     runs storm K alone.
+//     (random.go, random_run.go). 24 storms take 8-15 minutes, so
+//     -scenario all leaves it out; -storms runs fewer, -storm K runs storm
+//     K alone.
 //
 // Their rows are retryhttp's defaults, full jitter without a budget, and a
 // policy mimicking go-retryablehttp's defaults. They run in real time at any
@@ -88,7 +88,7 @@ import (
 var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "replica", "deadline", "ratelimit", "blip"}
 
 // randomScenario is the name of the storms drawn at random: -scenario
-// accepts it, all does not run it (it takes a quarter of an hour).
+// accepts it, all does not run it (24 storms take 8-15 minutes).
 const randomScenario = "random"
 
 // config is what a lab run is told by its flags.
@@ -190,7 +190,7 @@ func main() {
 	}
 	cfg := defaultConfig()
 	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all; or "+
-		randomScenario+", storms drawn at random from -seed (not part of all: 24 storms take about a quarter of an hour)")
+		randomScenario+", storms drawn at random from -seed (not part of all: 24 storms take 8-15 minutes)")
 	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it; "+
 		"below 200, ratelimit and blip shrink in proportion, with -duration below 4s)")
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload; "+

@@ -109,7 +109,7 @@ func stormCommand(seed uint64, index int) string {
 // writes the JSON lines file.
 func runRandom(ctx context.Context, w io.Writer, cfg config) (randomResult, error) {
 	r := randomResult{seed: cfg.seed}
-	exe, err := os.Executable()
+	exe, err := selfExe()
 	if err != nil {
 		return r, fmt.Errorf("the lab's own binary, to run the storms' children: %w", err)
 	}
@@ -154,6 +154,18 @@ func runRandom(ctx context.Context, w io.Writer, cfg config) (randomResult, erro
 	r.took = time.Since(began)
 	printRandomSummary(w, r)
 	return r, f.Close()
+}
+
+// selfExe returns the path that starts this very binary again: on Linux
+// /proc/self/exe, which stays this process's binary even when its file is
+// replaced during the run (go build -o to the same path, say); elsewhere
+// os.Executable.
+func selfExe() (string, error) {
+	const self = "/proc/self/exe"
+	if _, err := os.Stat(self); err == nil {
+		return self, nil
+	}
+	return os.Executable()
 }
 
 // runStorm runs storm s with every policy, each in a child process of exe,

@@ -212,7 +212,7 @@ func TestRandomScenario(t *testing.T) {
 // in TestRandomScenario) for one policy, and the protocol's error: an
 // unknown policy fails the child, and the error names it.
 func TestRandomChild(t *testing.T) {
-	exe, err := os.Executable()
+	exe, err := selfExe()
 	require.NoError(t, err)
 	s := storm{Seed: 1, Index: 2, Workers: 4, Requests: 12, Cap: 5 * time.Second, Work: time.Millisecond,
 		Deadline: 300 * time.Millisecond, Fault: faultRandom, FailShare: 0.5}
