@@ -258,7 +258,14 @@ func runStormPolicy(ctx context.Context, s storm, p policy) (stormRun, error) {
 	lags := probe.finish()
 	srv.close()
 	if host.queue != nil {
-		if c := host.queue.capacity(min(buckets, int(s.span()/bucketWidth))); !math.IsNaN(c) {
+		// Over the load only: a worker that goes idle marks its bucket
+		// idle, not the buckets it then sleeps through, so the quiet
+		// after the load would read as a saturated server doing nothing.
+		load := s.Load
+		if !s.Open {
+			load = r.Finish
+		}
+		if c := host.queue.capacity(min(buckets, int(load/bucketWidth))); !math.IsNaN(c) {
 			r.Capacity = c
 		}
 	}

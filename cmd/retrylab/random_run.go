@@ -291,8 +291,8 @@ func printRandomSummary(w io.Writer, r randomResult) {
 		}
 	}
 	if len(loaded) > 0 {
-		fmt.Fprintf(w, "WARNING: the machine was too loaded (scheduler lag over %v at p99 or %v at most) for %s.\n",
-			maxLagP99, maxLag, strings.Join(loaded, ", "))
+		fmt.Fprintf(w, "WARNING: the machine was too loaded (scheduler lag over %v at p99 or %v at most, or a capacity's server "+
+			"under %s of its nominal capacity while saturated) for %s.\n", maxLagP99, maxLag, pct(minCapacity), strings.Join(loaded, ", "))
 	}
 	fmt.Fprintf(w, "JSON lines (one storm a line, every number): %s\n", r.jsonl)
 }
