@@ -23,7 +23,13 @@ import (
 
 // TestMain fails the run if any test leaves a goroutine behind: every
 // server, client and handler of the lab must be gone when a run returns.
+//
+// Started as a child of the random scenario (childArg), the test binary
+// runs that child instead of the tests, as the lab's binary does.
 func TestMain(m *testing.M) {
+	if code, ok := mainChild(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -284,6 +290,10 @@ func TestValidate(t *testing.T) {
 		{"replica", func(c *config) { c.scenario = "replica" }, ""},
 		{"ratelimit", func(c *config) { c.scenario = "ratelimit" }, ""},
 		{"blip", func(c *config) { c.scenario = "blip" }, ""},
+		{"random", func(c *config) { c.scenario = randomScenario }, ""},
+		{"random, one storm", func(c *config) { c.scenario, c.storm = randomScenario, 13 }, ""},
+		{"no storms", func(c *config) { c.storms = 0 }, "-storms"},
+		{"negative storm", func(c *config) { c.storm = -1 }, "-storm"},
 		{"runs scaled", func(c *config) { c.runs = 0 }, ""},
 		{"negative runs", func(c *config) { c.runs = -1 }, "-runs"},
 		{"too many runs", func(c *config) { c.runs = blipMaxRuns + 1 }, "-runs"},

@@ -37,6 +37,14 @@
 //   - blip: a worker pool whose host answers 503 for 300ms, warm or
 //     cold; failures, and how soon the last request ends after the blip
 //     (blip.go).
+//   - random (not part of all): storms nobody named, drawn at random from
+//     -seed: open and closed loops, outages in spells, hosts failing at
+//     random, rate limiters, capacity-limited servers, slow spells, caller
+//     deadlines; each policy's run of each storm in a process of its own;
+//     a verdict per storm on the defaults, and how many they hold
+//     (random.go, random_run.go). 24 storms take 8-15 minutes, so
+//     -scenario all leaves it out; -storms runs fewer, -storm K runs storm
+//     K alone.
 //
 // Their rows are retryhttp's defaults, full jitter without a budget, and a
 // policy mimicking go-retryablehttp's defaults. They run in real time at any
@@ -59,6 +67,7 @@
 //
 //	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|ratelimit|blip|all]
 //	    [-clients 200] [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1] [-runs 5]
+//	go run ./cmd/retrylab -scenario random [-seed 1] [-storms 24] [-storm K] [-out retrylab-out]
 package main
 
 import (
@@ -78,6 +87,10 @@ import (
 // runs them.
 var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "flaky", "replica", "deadline", "ratelimit", "blip"}
 
+// randomScenario is the name of the storms drawn at random: -scenario
+// accepts it, all does not run it (24 storms take 8-15 minutes).
+const randomScenario = "random"
+
 // config is what a lab run is told by its flags.
 type config struct {
 	scenario  string
@@ -89,10 +102,15 @@ type config struct {
 	runs      int       // of each variant of blip; 0: blipDefault, scaled by loopScale (blipRuns)
 	rerun     bool      // rows the machine was too loaded for may be run again (untilCalm)
 	began     time.Time // when the run began, set by run; bounds the re-runs
+	storms    int       // random: how many storms
+	storm     int       // random: run this storm alone (from 1); 0: storms 1 to storms
+	// draw draws the random scenario's storms; nil: drawStorm. The
+	// tests' seam for a storm small enough for them.
+	draw func(seed uint64, index int) storm
 }
 
 func defaultConfig() config {
-	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, rerun: true}
+	return config{scenario: "all", clients: 200, duration: 4 * time.Second, seed: 1, out: "retrylab-out", timescale: 1, rerun: true, storms: randomStorms}
 }
 
 // loopScale is the size of the closed-loop scenarios (ratelimit, blip)
@@ -136,14 +154,20 @@ func (c config) scaleNote() []string {
 
 // command returns the command line that reproduces the run.
 func (c config) command() string {
+	if c.scenario == randomScenario {
+		if c.storm > 0 {
+			return stormCommand(c.seed, c.storm)
+		}
+		return fmt.Sprintf("go run ./cmd/retrylab -scenario random -seed %d -storms %d", c.seed, c.storms)
+	}
 	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g -runs %d",
 		c.scenario, c.clients, c.duration, c.seed, c.timescale, c.blipRuns())
 }
 
 func (c config) validate() error {
 	switch {
-	case c.scenario != "all" && !slices.Contains(scenarios, c.scenario):
-		return fmt.Errorf("unknown -scenario %q: want %s or all", c.scenario, strings.Join(scenarios, ", "))
+	case c.scenario != "all" && c.scenario != randomScenario && !slices.Contains(scenarios, c.scenario):
+		return fmt.Errorf("unknown -scenario %q: want %s, %s or all", c.scenario, strings.Join(scenarios, ", "), randomScenario)
 	case c.clients < 1 || c.clients > 5000:
 		return errors.New("-clients must be in [1, 5000]")
 	case c.duration < time.Second || c.duration > time.Minute:
@@ -152,18 +176,28 @@ func (c config) validate() error {
 		return errors.New("-timescale must be in [0.05, 10]")
 	case c.runs < 0 || c.runs > blipMaxRuns:
 		return fmt.Errorf("-runs must be in [0, %d]", blipMaxRuns)
+	case c.storms < 1 || c.storms > 1000:
+		return errors.New("-storms must be in [1, 1000]")
+	case c.storm < 0:
+		return errors.New("-storm must be 0 (all of -storms) or a storm's number, from 1")
 	}
 	return nil
 }
 
 func main() {
+	if code, ok := mainChild(); ok {
+		os.Exit(code)
+	}
 	cfg := defaultConfig()
-	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all")
+	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all; or "+
+		randomScenario+", storms drawn at random from -seed (not part of all: 24 storms take 8-15 minutes)")
 	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it; "+
 		"below 200, ratelimit and blip shrink in proportion, with -duration below 4s)")
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload; "+
 		"see -clients for ratelimit and blip)")
-	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail")
+	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the clients' phases and the flaky tail; random: of the storms")
+	flag.IntVar(&cfg.storms, "storms", cfg.storms, "random: how many storms to draw and run")
+	flag.IntVar(&cfg.storm, "storm", cfg.storm, "random: run only this storm (from 1) of -seed")
 	flag.StringVar(&cfg.out, "out", cfg.out, "directory for the report: SVG charts and index.html")
 	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
 	flag.IntVar(&cfg.runs, "runs", cfg.runs, "how many times blip runs each of its variants; 0: 5, fewer when -clients and -duration shrink the run")
@@ -195,6 +229,7 @@ type results struct {
 	deadline *deadlineResult
 	rate     *rateResult
 	blip     *blipResult
+	random   *randomResult
 	report   string // path of index.html
 }
 
@@ -300,6 +335,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.blip = &r
 		add(blipSection(r))
+	}
+	if cfg.scenario == randomScenario {
+		r, err := runRandom(ctx, w, cfg)
+		if err != nil {
+			return res, fmt.Errorf("random: %w", err)
+		}
+		res.random = &r
+		sections = append(sections, randomSection(r)) // printed storm by storm
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
