@@ -10,6 +10,7 @@ import (
 	"github.com/seed2409de8f/retryhttp/internal/breaker"
 	"github.com/seed2409de8f/retryhttp/internal/budget"
 	"github.com/seed2409de8f/retryhttp/internal/doccheck"
+	"github.com/seed2409de8f/retryhttp/internal/quota"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 	"github.com/seed2409de8f/retryhttp/internal/tail"
 	"github.com/stretchr/testify/require"
@@ -35,9 +36,8 @@ func TestDocNumbers(t *testing.T) {
 		{"package", "up to " + n(DefaultMaxRetries) + " retries"},
 		{"package", codes + " for requests guessed idempotent"},
 		{"package", "with ±1/3 jitter"},
-		{"package", "backoff from " + dur(defaultDelayBase) + ", capped at " + dur(defaultDelayCap)},
+		{"package", "backoff from " + dur(defaultDelayBase) + " (" + dur(defaultThrottleBase) + " for a 429 that states no wait), capped at " + dur(defaultDelayCap)},
 		{"package", "instead of " + n(DefaultMaxRetries+1) + "×"},
-		{"package", "up to " + dur(DefaultMaxParkedWait) + " or its deadline"},
 
 		{"CustomizedDelayFnOptions.Base", "the default, " + dur(defaultDelayBase) + "."},
 		{"CustomizedDelayFnOptions.Cap", "the default, " + dur(defaultDelayCap) + "."},
@@ -54,6 +54,9 @@ func TestDocNumbers(t *testing.T) {
 		{"WithMaxDelay", "the default, " + dur(defaultMaxDelay) + "."},
 		{"WithBodyBufferLimit", "The default is " + n(defaultBodyBufferLimit>>20) + " MiB"},
 		{"WithAdaptiveHedging", "clamped to [" + n(tail.MinQuantile) + ", " + n(tail.MaxQuantile) + "]"},
+
+		{"Quotas", "at most " + n(quota.MaxScopes) + " scopes"},
+		{"Quotas", "and " + n(quota.MaxPolicies) + " quotas each"},
 
 		{"RetryBudgetOptions.Capacity", "above " + pow(2, budget.MaxCapacity) + " are treated as " + pow(2, budget.MaxCapacity)},
 		{"RetryBudgetOptions.MaxHosts", "The default is " + n(defaultRetryBudgetMaxHosts) + "."},
@@ -83,6 +86,7 @@ func TestDocNumbers(t *testing.T) {
 		{"WithErrorOnGiveUp", "giving up after 4 attempts"},
 		{"WithLogger", "rounded to 0.1 ms (to 1 µs below 1 ms): 9.2ms, not 9.159045ms"},
 		{"WithPrepareRetry", "(attempt 2)"},
+		{"QuotaWaitError.Error", "the window turns in 1h0m0s"},
 	}
 	doccheck.CheckNumbers(t, ".", append(tied, facts...))
 }

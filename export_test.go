@@ -65,7 +65,8 @@ func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
 // WithdrawFor takes a token of req's host, as a retry sent at once that
 // finds one does.
 func WithdrawFor(b *RetryBudget, req *http.Request) bool {
-	return b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Send
+	v := b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound})
+	return v.Do == budget.Send && v.Lease != (budget.Lease{}) // sent with a token, not free
 }
 
 // DepositFor records the outcome of an attempt that is neither a first

@@ -152,6 +152,13 @@ type olStorm struct {
 	// load's start, for a seed.
 	faults func(seed uint64, load time.Duration) []olSpell
 	reset  bool // failing: reset the connection; else 503
+	// failShare is the share of requests outside the spells that fail
+	// with a 503 at random (0: none).
+	failShare float64
+	// work is the host's time to answer (0: 1-5ms), ±20%.
+	work time.Duration
+	// policies are the rows (nil: openLoopPolicies).
+	policies func() []olPolicy
 }
 
 // olSpell is a time during which the host fails, from the load's start.
@@ -242,13 +249,15 @@ type olServer struct {
 	start    atomic.Int64 // the load's start, UnixNano; 0: not started (healthy)
 	spells   []olSpell
 	reset    bool
+	share    float64
+	work     time.Duration
 	rng      sync.Mutex
 	r        *rand.Rand
 	attempts atomic.Int64 // requests that reached the handler, from the load's start
 }
 
 func newOLServer(st olStorm, spells []olSpell, seed uint64) *olServer {
-	s := &olServer{spells: spells, reset: st.reset, r: rand.New(rand.NewPCG(seed, 0x5e7))}
+	s := &olServer{spells: spells, reset: st.reset, share: st.failShare, work: st.work, r: rand.New(rand.NewPCG(seed, 0x5e7))}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -289,7 +298,15 @@ func (s *olServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.rng.Lock()
 	work := time.Millisecond + time.Duration(s.r.Int64N(int64(4*time.Millisecond)))
+	if s.work > 0 {
+		work = s.work*4/5 + time.Duration(s.r.Int64N(int64(s.work*2/5)))
+	}
+	fail := s.share > 0 && s.r.Float64() < s.share
 	s.rng.Unlock()
+	if fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	time.Sleep(work)
 	_, _ = io.WriteString(w, "ok")
 }
@@ -388,6 +405,9 @@ func runOpenLoop(st olStorm, seed uint64) []olResult {
 		arrivals = append(arrivals, at)
 	}
 	policies := openLoopPolicies()
+	if st.policies != nil {
+		policies = st.policies()
+	}
 	results := make([]olResult, len(policies))
 	var wg sync.WaitGroup
 	start := time.Now().Add(100 * time.Millisecond) // the same for every policy

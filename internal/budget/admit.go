@@ -95,9 +95,19 @@ const (
 	dead                   // an outage with no success for MaxWait: refused at once, parked retries give up
 )
 
+// failing reports whether h's latest outageStreak attempts failed, or it
+// never answered (see newHost).
+func (h *host) failing() bool { return h.stats.streak.Load() >= outageStreak }
+
+// seenFailing reports whether outageStreak attempts of h were seen to fail
+// in a row: a host that never answered has not been seen failing yet.
+func (h *host) seenFailing() bool {
+	return h.stats.streak.Load()-h.stats.unseen.Load() >= outageStreak
+}
+
 // mode returns h's mode at time at; it takes h.mu to tell a recovery.
 func (h *host) mode(at int64) mode {
-	failing := h.stats.streak.Load() >= outageStreak
+	failing := h.failing()
 	switch alive := at-h.stats.lastOK.Load() <= int64(h.maxWait); {
 	case failing && alive:
 		return outage
@@ -163,7 +173,7 @@ func (b *Budget) Admit(r *Retry) Verdict {
 	}
 	switch r.stage {
 	case takeAfter, parkAfter:
-		if !h.parked() && h.withdraw() {
+		if !h.parked() && !h.seenFailing() && h.withdraw() {
 			return b.send(h, r, 0)
 		}
 		if r.stage == takeAfter {
@@ -177,7 +187,11 @@ func (b *Budget) Admit(r *Retry) Verdict {
 	if r.Pause && !b.noParking {
 		if bound := min(r.MaxDelay, r.Bound); max(r.Delay, b.laneETA(h)) <= bound {
 			switch {
-			case !h.hasToken():
+			case !h.hasToken() && !throttled(r.Res):
+				// A server short of room (a 503 with Retry-After),
+				// whose lane's retries failed and spent the bucket.
+				// A 429 says "later", not "I am sick": its retry
+				// waits whatever the bucket holds.
 				return Verdict{Do: Refuse}
 			case !keep(r):
 				return Verdict{Do: Send, After: r.Delay}
@@ -188,7 +202,9 @@ func (b *Budget) Admit(r *Retry) Verdict {
 		// The lane would not release it in time: it needs a token, as
 		// any retry.
 	}
-	if h.parked() || !h.hasToken() {
+	if h.parked() || h.seenFailing() || !h.hasToken() {
+		// Behind parked retries, into a host whose latest attempts
+		// all failed, or without a token.
 		return b.noToken(h, r, r.Delay)
 	}
 	if r.Delay == 0 || r.Delay > b.maxWait || asked(r.Res) || !keep(r) {
@@ -206,9 +222,17 @@ func (b *Budget) Admit(r *Retry) Verdict {
 // should a token have come meanwhile, sent; else refused.
 func (b *Budget) noToken(h *host, r *Retry, wait time.Duration) Verdict {
 	until := min(wait+b.maxWait-r.Parked, r.Bound)
-	m := h.mode(b.clock())
-	if b.noParking || m != outage && m != recovering || until <= wait || !keep(r) {
-		if h.withdraw() {
+	at := b.clock()
+	m := h.mode(at)
+	if m == normal && !h.parked() && !asked(r.Res) && !h.inPause(at) && !h.hurt(at) {
+		// A host that answers, that load does not hurt, and that did
+		// not ask for a pause: the retry is sent without a token, as
+		// without a budget.
+		r.stage = decide
+		return Verdict{Do: Send, After: wait}
+	}
+	if b.noParking || m == dead || until <= wait || !keep(r) {
+		if m != dead && h.withdraw() {
 			return b.send(h, r, wait)
 		}
 		return Verdict{Do: Refuse}
@@ -287,6 +311,12 @@ func keep(r *Retry) bool {
 		}
 	}
 	return r.kept > 0
+}
+
+// throttled reports whether res is a 429: the server limits the client's
+// rate, it is not short of room.
+func throttled(res *http.Response) bool {
+	return res != nil && res.StatusCode == http.StatusTooManyRequests
 }
 
 // asked reports whether res asked the client to back off: a 429, or a

@@ -77,11 +77,39 @@ func TestAdmitTheTable(t *testing.T) {
 		assert.Equal(t, time.Second, v.After)
 		assert.Zero(t, v.Lease.owed)
 	})
-	t.Run("no token, the host answers: refused", func(t *testing.T) {
+	t.Run("no token, the host answers fast: sent without a token", func(t *testing.T) {
 		f := newAdmitFixture(t)
 		f.drain()
 		assert.Equal(t, normal, f.h.mode(f.b.clock()))
-		assert.Equal(t, Refuse, f.b.Admit(f.retry(http.StatusServiceUnavailable, 0)).Do)
+		v := f.b.Admit(f.retry(http.StatusServiceUnavailable, 0))
+		require.Equal(t, Send, v.Do)
+		assert.Equal(t, Lease{}, v.Lease, "no token, nothing owed")
+	})
+	t.Run("no token, a host that load hurts: parked for a token", func(t *testing.T) {
+		f := newAdmitFixture(t)
+		f.drain()
+		f.h.stats.slowAt.Store(f.b.clock()) // an attempt just timed out
+		v := f.b.Admit(f.retry(http.StatusServiceUnavailable, 0))
+		require.Equal(t, Park, v.Do)
+		require.NotNil(t, v.Waiter)
+		assert.Equal(t, f.b.maxWait, v.Until)
+		f.clock.advance(statSlots * statSlot) // the sign is old
+		assert.Equal(t, Send, f.b.Admit(f.retry(http.StatusServiceUnavailable, 0)).Do)
+	})
+	t.Run("no token, asked to back off: parked for a token", func(t *testing.T) {
+		f := newAdmitFixture(t)
+		f.drain()
+		r := f.retry(http.StatusServiceUnavailable, 0)
+		r.Res.Header.Set("Retry-After", "0") // asks, but states no pause
+		assert.Equal(t, Park, f.b.Admit(r).Do)
+	})
+	t.Run("a token, an outage: parked all the same", func(t *testing.T) {
+		f := newAdmitFixture(t)
+		f.fail(outageStreak)
+		assert.InDelta(t, 10, float64(f.h.tokens.Load())/tokenScale, 1e-9)
+		v := f.b.Admit(f.retry(http.StatusServiceUnavailable, 0))
+		require.Equal(t, Park, v.Do, "a retry sent into an outage is lost")
+		assert.InDelta(t, 10, float64(f.h.tokens.Load())/tokenScale, 1e-9, "no token taken")
 	})
 	t.Run("no token, an outage: parked after its delay, for MaxWait", func(t *testing.T) {
 		f := newAdmitFixture(t)
@@ -122,8 +150,8 @@ func TestAdmitTheTable(t *testing.T) {
 		v := f.b.Admit(f.retry(http.StatusServiceUnavailable, 0))
 		require.Equal(t, Park, v.Do, "a retry of the outage, whose delay ends now")
 		f.clock.advance(probeQuiet)
-		assert.Equal(t, normal, f.h.mode(f.b.clock()), "the gate's span later: the host has room, or not")
-		assert.Equal(t, Refuse, f.b.Admit(f.retry(http.StatusServiceUnavailable, 0)).Do)
+		assert.Equal(t, normal, f.h.mode(f.b.clock()), "the gate's span later: the host answers")
+		assert.Equal(t, Send, f.b.Admit(f.retry(http.StatusServiceUnavailable, 0)).Do, "fast: without a token")
 	})
 	t.Run("a first success long after failures ends no outage", func(t *testing.T) {
 		f := newAdmitFixture(t)
@@ -171,8 +199,9 @@ func TestAdmitTheTable(t *testing.T) {
 }
 
 // TestAdmitPauses: a retry of a response that asked for a pause waits its
-// delay, then the lane; it is refused when the bucket is empty, and needs
-// a token when the lane would not release it before its bound.
+// delay, then the lane; it needs a token when the lane would not release
+// it before its bound; with the bucket empty, a 429's waits in the lane
+// all the same, a 503's is refused.
 func TestAdmitPauses(t *testing.T) {
 	f := newAdmitFixture(t)
 	r := f.retry(http.StatusTooManyRequests, time.Second)
@@ -198,7 +227,12 @@ func TestAdmitPauses(t *testing.T) {
 	f.drain()
 	r = f.retry(http.StatusTooManyRequests, time.Second)
 	r.Pause = true
-	assert.Equal(t, Refuse, f.b.Admit(r).Do, "an empty bucket: the lane's failures spent it")
+	require.Equal(t, Wait, f.b.Admit(r).Do, "a 429 says later: an empty bucket does not refuse it")
+	assert.Equal(t, Park, f.b.Admit(r).Do)
+	r = f.retry(http.StatusServiceUnavailable, time.Second)
+	r.Res.Header.Set("Retry-After", "1")
+	r.Pause = true
+	assert.Equal(t, Refuse, f.b.Admit(r).Do, "a 503 with a pause, an empty bucket: the lane's failures spent it")
 }
 
 // TestAdmitFirstAndHedge: a first attempt goes at once unless it holds for

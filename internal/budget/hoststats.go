@@ -15,13 +15,16 @@ type hostStats struct {
 	lastOK   atomic.Int64 // budget clock of the latest successful attempt
 	lastFail atomic.Int64 // of the latest failed one
 	streak   atomic.Int64 // attempts failed in a row since the latest success
+	unseen   atomic.Int64 // of streak, those assumed of a host that never answered (newHost)
 	outEnd   atomic.Int64 // budget clock of the success that ended the latest outage
+	slowAt   atomic.Int64 // budget clock of the latest failure that took half its timeout or more, or retry that queued
 }
 
 type statsSlot struct {
 	epoch    atomic.Int64 // which statSlot of the clock the counts are for
 	ok, fail atomic.Int64 // first attempts
 	minLat   atomic.Int64 // nanoseconds; 0: no success measured
+	latSum   atomic.Int64 // nanoseconds, of the successes measured
 }
 
 // record counts an attempt's outcome at time at.
@@ -38,6 +41,7 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 				st.outEnd.Store(at)
 			}
 			st.streak.Store(0)
+			st.unseen.Store(0)
 		}
 	} else {
 		st.lastFail.Store(at)
@@ -54,6 +58,7 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 	}
 	s.ok.Add(1)
 	if lat := int64(max(latency, 1)); latency > 0 {
+		s.latSum.Add(lat)
 		for {
 			m := s.minLat.Load()
 			if m != 0 && m <= lat || s.minLat.CompareAndSwap(m, lat) {
@@ -71,8 +76,41 @@ func (st *hostStats) slot(at int64) *statsSlot {
 		s.ok.Store(0)
 		s.fail.Store(0)
 		s.minLat.Store(0)
+		s.latSum.Store(0)
 	}
 	return s
+}
+
+// since returns the first attempts of the last gateSlots slots that
+// succeeded and failed, counting only the slots that began after time
+// from.
+func (st *hostStats) since(at, from int64) (ok, fail int64) {
+	e := at / int64(statSlot)
+	first := from/int64(statSlot) + 1
+	for i := range st.slots {
+		s := &st.slots[i]
+		if se := s.epoch.Load(); se <= e && e-se < gateSlots && se >= first {
+			ok, fail = ok+s.ok.Load(), fail+s.fail.Load()
+		}
+	}
+	return ok, fail
+}
+
+// meanLat returns the mean latency of the successful first attempts of
+// the last gateSlots slots; 0 if there were none.
+func (st *hostStats) meanLat(at int64) time.Duration {
+	e := at / int64(statSlot)
+	var n, sum int64
+	for i := range st.slots {
+		s := &st.slots[i]
+		if se := s.epoch.Load(); se <= e && e-se < gateSlots {
+			n, sum = n+s.ok.Load(), sum+s.latSum.Load()
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / n)
 }
 
 // recent returns the first attempts of the last gateSlots slots that

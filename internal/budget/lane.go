@@ -217,8 +217,13 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause, hold boo
 			l.gap *= 2
 			l.probing = false
 		}
+		// The gap never exceeds the pause stated; a host that states
+		// none (a bare 429) is probed at least once per MaxWait: its
+		// 429 says "later", and the lane's pace finds when.
 		if stated := time.Duration(h.pause.stated.Load()); stated > 0 {
 			l.gap = min(l.gap, stated)
+		} else {
+			l.gap = min(l.gap, h.maxWait)
 		}
 		l.gap = max(l.gap, time.Millisecond)
 		l.next = at + int64(l.gap)

@@ -96,7 +96,9 @@ func newHost(capacity int64, maxWait time.Duration, at int64) *host {
 	// Nothing is known to succeed on a host that never answered: its
 	// first failure is an outage's.
 	h.stats.streak.Store(outageStreak)
+	h.stats.unseen.Store(outageStreak)
 	h.stats.outEnd.Store(math.MinInt64 / 2)
+	h.stats.slowAt.Store(math.MinInt64 / 2)
 	// The window starts at its cap: the pace, not a slow start, bounds
 	// the first releases.
 	h.p.window = float64(minWindowCap)
@@ -127,7 +129,9 @@ type pacer struct {
 	lastSettle int64         // budget clock when a slot was last given back
 	lastMinLat time.Duration // the lowest latency seen, held for minLatHold
 	lastMinAt  int64         // when it was last seen
-	credit     float64       // releases the rate allows now (releaseShare), at most releaseShare
+	credit     float64       // releases the pace allows now (accrue)
+	peak       float64       // the highest rate of first attempts seen, held for minLatHold
+	peakAt     int64         // when it was last seen
 	creditAt   int64         // budget clock when credit was last brought up to date
 	queue      waitQueue
 }
@@ -184,7 +188,7 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 	// budget's MaxWait) served another episode: its halvings are
 	// forgotten, and it starts again at its cap.
 	if p.inFlight == 0 && at-p.lastSettle > int64(h.maxWait) {
-		p.window, _ = h.windowCap(at)
+		p.window, _, _ = h.windowCap(at)
 		p.ssthresh = 0
 	}
 	switch in.ev {
@@ -206,7 +210,7 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 	case evSettle:
 		p.inFlight--
 		p.lastSettle = at
-		limit, _ := h.windowCap(at) // also refreshes p.lastMinLat
+		limit, _, _ := h.windowCap(at) // also refreshes p.lastMinLat
 		if in.out == SlotOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
 			in.out = SlotFailed // a success, but queued: the host is full
 		}
@@ -217,7 +221,7 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 			// gate's sample: a closed loop whose callers all wait sends
 			// none), the answer releases the next: parked retries drain
 			// as fast as the host answers them.
-			if ok, fail, _, _ := h.stats.recent(at); ok+fail < int64(gateMinSamples) {
+			if h.thin(at) {
 				p.credit = min(p.credit+1, releaseShare)
 			}
 		case in.out == SlotFailed && in.seq > p.halvedAt:
@@ -228,7 +232,7 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 			p.halvedAt = p.released
 		}
 	case evTake:
-		if limit, _ := h.windowCap(at); p.queue.n == 0 && float64(p.inFlight) < min(p.window, limit) && h.gate(at) {
+		if limit, _, _ := h.windowCap(at); p.queue.n == 0 && float64(p.inFlight) < min(p.window, limit) && h.gate(at) {
 			granted, seq = true, p.take()
 		}
 	case evFail:
@@ -245,7 +249,9 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 		}
 	case evPoke:
 	}
-	// Release, first come first served.
+	// Release, first come first served, while the gate is open, at the
+	// pace the host's traffic allows (accrue): with a slot of the window,
+	// or a token.
 	if p.queue.n > 0 {
 		limit := h.accrue(at)
 		for p.queue.n > 0 && p.credit >= 1 && h.gate(at) && h.release(limit) {
@@ -270,6 +276,13 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 // attempt's timeout (a success that took longer was close to failing).
 func congested(minLat, timeout time.Duration) time.Duration {
 	return max(congestionFactor*minLat, minLat+congestionFloor, timeout/2)
+}
+
+// thin reports whether the host's recent first attempts are too few to
+// pace parked retries by (fewer than the gate's sample).
+func (h *host) thin(at int64) bool {
+	ok, fail, _, _ := h.stats.recent(at)
+	return ok+fail < int64(gateMinSamples)
 }
 
 // take hands out a slot and returns its number.
@@ -297,20 +310,26 @@ func (p *pacer) grow(limit float64) {
 // checked the gate and the pace. Requires h.mu.
 func (h *host) release(limit float64) bool {
 	p := &h.p
-	w := p.queue.head
+	var seq uint64 // 0: a token, no slot to give back
 	switch {
 	case float64(p.inFlight) < limit:
-		w.seq = p.take()
+		seq = p.take()
 	case h.withdraw():
-		w.seq = 0 // a token: no slot to give back
 	default:
 		return false
 	}
 	p.credit--
-	p.queue.pop()
+	h.releaseHead(seq)
+	return true
+}
+
+// releaseHead releases the first parked retry with the slot seq (0: a
+// token). Requires h.mu.
+func (h *host) releaseHead(seq uint64) {
+	w := h.p.queue.pop()
+	w.seq = seq
 	w.state = WaitReleased
 	w.ring()
-	return true
 }
 
 // accrue brings the credit of releases up to date, at releaseShare of the
@@ -319,17 +338,22 @@ func (h *host) release(limit float64) bool {
 // held to releaseShare (one first attempt's share), so that neither a gate closed for long nor a pause
 // between events lets a batch through at once. Requires h.mu.
 func (h *host) accrue(at int64) float64 {
-	limit, rate := h.windowCap(at)
+	limit, rate, peak := h.windowCap(at)
 	p := &h.p
+	// At releaseShare of the host's first attempts; at least what the
+	// host carried lately beyond them (a closed loop whose callers wait
+	// on their parked retries sends no first attempts: the retries are
+	// its traffic); at least a probe's pace, for a host without traffic.
+	pace := max(releaseShare*rate, peak-rate, 1/probeQuiet.Seconds())
 	if at > p.creditAt {
-		// At least a probe's pace, for a host without traffic.
-		p.credit += max(releaseShare*rate, 1/probeQuiet.Seconds()) * time.Duration(at-p.creditAt).Seconds()
+		p.credit += pace * time.Duration(at-p.creditAt).Seconds()
 		p.creditAt = at
 	}
-	// Never saved up: releases go out one by one between the host's own
-	// first attempts, not in a batch that a host with little headroom
-	// would shed.
-	p.credit = min(p.credit, releaseShare)
+	// Never saved up beyond one first attempt's share, or what the
+	// traffic the host lost brings between two looks of the first parked
+	// retry: releases go out between the host's own first attempts, not
+	// in a batch that a host with little headroom would shed.
+	p.credit = min(p.credit, max(releaseShare, (peak-rate)*pollInterval.Seconds()))
 	return min(p.window, limit)
 }
 
@@ -339,10 +363,22 @@ func (h *host) accrue(at int64) float64 {
 // per second. The lowest latency is held for minLatHold, so that a queue
 // which builds up during an outage does not pass for the host's speed.
 // Requires h.mu.
-func (h *host) windowCap(at int64) (limit, rate float64) {
+func (h *host) windowCap(at int64) (limit, rate, peak float64) {
 	_, _, rate, lat := h.stats.recent(at)
 	lat = h.minLatency(at, lat)
-	return max(float64(minWindowCap), capFactor*rate*lat.Seconds()), rate
+	peak = h.peakRate(at, rate)
+	return max(float64(minWindowCap), capFactor*max(rate, peak)*lat.Seconds()), rate, peak
+}
+
+// peakRate returns the highest rate of first attempts the host received
+// lately, held for minLatHold as its lowest latency is (minLatency),
+// given rate, its rate now. Requires h.mu.
+func (h *host) peakRate(at int64, rate float64) float64 {
+	p := &h.p
+	if rate >= p.peak || at-p.peakAt > int64(minLatHold) {
+		p.peak, p.peakAt = rate, at
+	}
+	return p.peak
 }
 
 // minLatency returns the host's lowest latency held for minLatHold, given
@@ -366,13 +402,36 @@ func (h *host) queued(at int64, lat, timeout time.Duration) bool {
 	return minLat > 0 && lat > congested(minLat, timeout)
 }
 
+// hurt reports whether the host shows that load hurts it: its recent
+// successes queue (their mean latency is congested: see congested), or,
+// within the statistics' span, an attempt failed after half its timeout or
+// more, or a retry's success queued (Settle). A host that answers fast, failures included, shows no such sign:
+// a retry there has the chance of a first attempt and costs the host
+// nothing it lacks. It takes h.mu.
+func (h *host) hurt(at int64) bool {
+	if at-h.stats.slowAt.Load() < int64(statSlots*statSlot) {
+		return true
+	}
+	mean := h.stats.meanLat(at)
+	if mean == 0 {
+		return false
+	}
+	_, _, _, recent := h.stats.recent(at)
+	h.mu.Lock()
+	minLat := h.minLatency(at, recent)
+	h.mu.Unlock()
+	return minLat > 0 && mean > congested(minLat, 0)
+}
+
 // gate reports whether parked retries may be released: with enough recent
 // first attempts, while less than gateFailShare of them fail, by a margin
 // of one standard deviation (20% of 20 less 1.8, of 80 less 3.6); with
 // fewer, once no failure was heard for probeQuiet, while the latest
 // outcome was a success, else for one probe at a time. Requires h.mu.
 func (h *host) gate(at int64) bool {
-	ok, fail, _, _ := h.stats.recent(at)
+	// The outage's own failures say nothing of the recovery: the gate
+	// judges the first attempts since the latest outage ended.
+	ok, fail := h.stats.since(at, h.stats.outEnd.Load())
 	if n := float64(ok + fail); n >= float64(gateMinSamples) {
 		// Below the share by one standard deviation of a sample of n, so
 		// that a host failing more than gateFailShare at random does not

@@ -46,7 +46,8 @@ func newPacerFixture(t *testing.T) *pacerFixture {
 	h := b.hosts.GetOrCreate(hostmap.Key{Scheme: "http", Host: "example.test"})
 	for h.withdraw() {
 	}
-	h.stats.record(b.clock(), false, false, 0) // a retry just failed
+	h.stats.record(b.clock(), false, false, 0) // a retry just failed…
+	h.stats.streak.Store(1)                    // …once: not an outage (a new host's first failure would be one)
 
 	return &pacerFixture{clock: c, b: b, h: h}
 }
@@ -57,6 +58,15 @@ func (f *pacerFixture) firsts(n, failed int, d, lat time.Duration) {
 	for i := range n {
 		f.clock.advance(d / time.Duration(n))
 		f.h.stats.record(f.b.clock(), i >= failed, true, lat)
+	}
+}
+
+// spread records n first attempts over d, failed of them failing, spread
+// evenly among the successes (a share, not an outage's run).
+func (f *pacerFixture) spread(n, failed int, d, lat time.Duration) {
+	for i := range n {
+		f.clock.advance(d / time.Duration(n))
+		f.h.stats.record(f.b.clock(), (i+1)*failed/n == i*failed/n, true, lat)
 	}
 }
 
@@ -92,7 +102,7 @@ func TestPacerGateHoldsWhileFirstAttemptsFail(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newPacerFixture(t)
 			ws := f.park(3)
-			f.firsts(100, tt.failed, 100*time.Millisecond, 10*time.Millisecond)
+			f.spread(100, tt.failed, 100*time.Millisecond, 10*time.Millisecond)
 			f.step(input{ev: evPoke})
 			assert.Equal(t, tt.want, f.h.released(ws) > 0)
 		})
@@ -200,12 +210,12 @@ func TestPacerCapFollowsRateAndLatency(t *testing.T) {
 	// 2,000 first attempts per second at 20ms: cap 2·2000·0.02 = 80.
 	f.firsts(1600, 0, 800*time.Millisecond, 20*time.Millisecond)
 	var c float64
-	f.h.lock(func() { c, _ = f.h.windowCap(f.b.clock()) })
+	f.h.lock(func() { c, _, _ = f.h.windowCap(f.b.clock()) })
 	assert.InDelta(t, 80, c, 8)
 	// Slow: 10 per second: the floor.
 	g := newPacerFixture(t)
 	g.firsts(8, 0, 800*time.Millisecond, 20*time.Millisecond)
-	g.h.lock(func() { c, _ = g.h.windowCap(g.b.clock()) })
+	g.h.lock(func() { c, _, _ = g.h.windowCap(g.b.clock()) })
 	assert.InDelta(t, minWindowCap, c, 1e-9)
 }
 

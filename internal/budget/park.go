@@ -129,9 +129,10 @@ func (w *Waiter) Check() Stand {
 	h.step(at, input{ev: evPoke})
 	alive := b.maxWait - time.Duration(at-h.stats.lastOK.Load())
 	if w.lane {
-		// A pause answer is a sign of life too: the host is talking.
+		// A pause answer is a sign of life too: the host is talking,
+		// and the lane's own gap is a silence it chose.
 		last := max(h.stats.lastOK.Load(), h.pause.last.Load())
-		alive = b.maxWait - time.Duration(at-last) + time.Duration(h.pause.stated.Load())
+		alive = b.maxWait + h.lane.gap - time.Duration(at-last) + time.Duration(h.pause.stated.Load())
 	}
 	st := w.stand()
 	st.Sleep = alive

@@ -38,8 +38,8 @@ type Key struct {
 
 // Bounds on the state kept.
 const (
-	maxScopes   = 1024 // scopes in a Book; the least recently used goes
-	maxPolicies = 16   // policies in a scope; others are not kept
+	MaxScopes   = 1024 // scopes in a Book; the least recently used goes
+	MaxPolicies = 16   // policies in a scope; others are not kept
 	maxRoutes   = 64   // routes a routed policy knows; others are not held by it
 )
 
@@ -197,7 +197,7 @@ func (b *Book) add(k Key, now time.Time) *scope {
 	if b.scopes == nil {
 		b.scopes = map[Key]*scope{}
 	}
-	if len(b.scopes) >= maxScopes {
+	if len(b.scopes) >= MaxScopes {
 		var oldest Key
 		var at time.Time
 		first := true
@@ -221,7 +221,7 @@ func (sc *scope) policy(o Observation) *policy {
 			return p
 		}
 	}
-	if len(sc.policies) >= maxPolicies {
+	if len(sc.policies) >= MaxPolicies {
 		return nil
 	}
 	p := &policy{name: o.Policy, routed: o.Routed, share: 1, base: -1}

@@ -105,15 +105,15 @@ func TestBookStaleAnswer(t *testing.T) {
 	assert.NotNil(t, h)
 }
 
-// Bounded memory: at most maxScopes scopes, the least recently used goes.
+// Bounded memory: at most MaxScopes scopes, the least recently used goes.
 func TestBookBounded(t *testing.T) {
 	var b Book
-	for i := 0; i < maxScopes+10; i++ {
+	for i := 0; i < MaxScopes+10; i++ {
 		k := Key{Host: "h", Name: fmt.Sprint(i)}
 		tk, _ := b.Reserve(k, "", now.Add(time.Duration(i)), time.Minute)
 		answer(&b, tk, 1, 1, now.Add(time.Duration(i)))
 	}
-	assert.Equal(t, int32(maxScopes), b.n.Load())
+	assert.Equal(t, int32(MaxScopes), b.n.Load())
 	assert.Nil(t, b.scopes[Key{Host: "h", Name: "0"}])
 }
 
