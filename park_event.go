@@ -23,8 +23,9 @@ const (
 	// the lane let it go at the host's pace; it is sent now.
 	ParkReleased
 	// ParkDropped: the wait ended without a release (Reason says why). A
-	// retry's request ends; a held first attempt is sent all the same,
-	// unless its caller cancelled.
+	// retry's request ends; a held first attempt is sent all the same when
+	// its wait reached its bound, and ends unsent when its caller cancelled
+	// or its circuit opened.
 	ParkDropped
 )
 

@@ -521,3 +521,51 @@ func TestParkedJustAfterAnOutage(t *testing.T) {
 	assert.Equal(t, 1, ev.Count(retryhttp.ParkParked))
 	assert.Equal(t, 1, ev.Count(retryhttp.ParkReleased))
 }
+
+// TestHeldFirstAttemptCircuitOpens: a first attempt held for its host's
+// stated pause (WithHoldDuringPause) whose circuit opens while it waits
+// ends unsent, with an error wrapping ErrCircuitOpen: it was sent to the
+// open circuit's host before.
+func TestHeldFirstAttemptCircuitOpens(t *testing.T) {
+	var held atomic.Int64 // requests to /held that reached the server
+	srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/limit":
+			w.Header().Set("Retry-After", "60")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "/held":
+			held.Add(1)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	var ev testkit.ParkEvents
+	c := testkit.NewClient(t, testkit.OwnBudget(), ev.Option(), retryhttp.WithMaxRetries(0), retryhttp.WithHoldDuringPause(true),
+		retryhttp.WithCircuitBreaker(retryhttp.CircuitBreakerSettings{MinRequests: 5, FailureRatio: 0.5}))
+	require.Equal(t, http.StatusTooManyRequests, testkit.Get(t, c, srv.URL+"/limit")) // a pause of 60s
+
+	done := make(chan error, 1)
+	go func() {
+		res, err := c.Get(srv.URL + "/held")
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return ev.Count(retryhttp.ParkParked) == 1 }, 10*time.Second, time.Millisecond, "held")
+	// Failures the hold does not apply to open the circuit.
+	free := retryhttp.SetOptions(context.Background(), retryhttp.WithHoldDuringPause(false))
+	for range 5 {
+		req := testkit.NewRequest(t, http.MethodGet, srv.URL+"/fail", nil).WithContext(free)
+		if res, err := c.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, retryhttp.ErrCircuitOpen)
+	case <-time.After(10 * time.Second):
+		t.Fatal("an open circuit left a held first attempt waiting")
+	}
+	assert.Zero(t, held.Load(), "never sent")
+}

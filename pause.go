@@ -2,10 +2,12 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/budget"
+	"github.com/seed2409de8f/retryhttp/internal/hostmap"
 	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
@@ -33,23 +35,29 @@ func (t *Transport) pauseOf(res *http.Response) (stated time.Duration, ok bool) 
 // pause lane, as a retry there does (budget.Admit), and returns the lease
 // it is sent with. It returns no lease, and no error, when the host is not
 // paused, the budget is off or does not pause, or the wait reached its
-// bound (the request is then sent: it was not told to wait for it); the
-// context's error if the caller gave up. claim is the request's account
-// with the budget (admit.go).
-func (t *Transport) holdFirst(ctx context.Context, s *settings, req *http.Request, claim **budget.Retry) (lease, error) {
+// bound (the request is then sent: it was not told to wait for it). It
+// returns why the request ends unsent, with the error to return: the
+// caller gave up (StopCanceled, the context's error), or the circuit of
+// req's destination opened while it waited (StopCircuitOpen, an error
+// wrapping ErrCircuitOpen). claim is the request's account with the
+// budget (admit.go).
+func (t *Transport) holdFirst(ctx context.Context, s *settings, req *http.Request, claim **budget.Retry) (lease, StopReason, error) {
 	if s.budget == nil {
-		return lease{}, nil
+		return lease{}, 0, nil
 	}
 	r := t.claim(s, claim)
 	r.Req, r.First, r.Bound = req, true, t.bound(ctx, s)
 	v := s.budget.inner().Admit(r)
 	r.First = false
 	if v.Waiter == nil {
-		return lease{}, nil
+		return lease{}, 0, nil
 	}
 	l, why := t.park(ctx, s, Attempt{Req: req}, v.Waiter, t.clock().Now().Add(v.Until))
-	if why == StopCanceled {
-		return lease{}, ctx.Err()
+	switch why {
+	case StopCanceled:
+		return lease{}, why, ctx.Err()
+	case StopCircuitOpen:
+		return lease{}, why, fmt.Errorf("%w: %s", ErrCircuitOpen, hostmap.KeyOf(req).String())
 	}
-	return l, nil
+	return l, 0, nil
 }

@@ -196,9 +196,10 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 	var claim *budget.Retry // the request's account with the budget (admit.go)
 	if s.holdDuringPause {
 		// Held while its host's stated pause runs (pause.go).
-		if l, err = t.holdFirst(ctx, s, req, &claim); err != nil {
+		var why StopReason
+		if l, why, err = t.holdFirst(ctx, s, req, &claim); err != nil {
 			closeBody(req)
-			return nil, ending{StopCanceled, 0}, err
+			return nil, ending{why, 0}, err
 		}
 	}
 	refundable := false // this attempt retries a lost connection

@@ -177,18 +177,20 @@ func (w *Waiter) stand() Stand {
 	return st
 }
 
-// Parked reports whether retries are parked on the host of k: b is a place
-// where the retries of circuits park (internal/breaker's Parking).
+// Parked reports whether retries are parked on the host of k, or wait in
+// its pause lane: b is a place where the retries of circuits park
+// (internal/breaker's Parking).
 func (b *Budget) Parked(k hostmap.Key) bool {
 	h, ok := b.hosts.Get(k)
-	return ok && h.parked()
+	return ok && (h.parked() || h.lanes.Load() > 0)
 }
 
-// FailParked fails at once the retries parked on the host of k by
-// Transports whose circuits are owner: their circuit opened.
+// FailParked fails at once the retries parked on the host of k, or waiting
+// in its pause lane, by Transports whose circuits are owner: their circuit
+// opened.
 func (b *Budget) FailParked(k hostmap.Key, owner any) {
 	h, ok := b.hosts.Get(k)
-	if !ok || !h.parked() {
+	if !ok || !h.parked() && h.lanes.Load() == 0 {
 		return
 	}
 	h.mu.Lock()
