@@ -386,18 +386,20 @@ func TestParkedTenThousandBounded(t *testing.T) {
 // whose retries all succeed keeps a full bucket; unless the failure asked
 // the client to back off (Retry-After), or the success queued at the host
 // (it took far longer than the host's fastest answers): then the bucket
-// stays spent, and the next retries, without a token, wait parked for the
-// host's window rather than go free.
+// stays spent. The next retries, without a token, go free to a host that
+// answers in time, unless it asked to back off: those wait parked for the
+// host's window.
 func TestBudgetRetriesThatPayAreFree(t *testing.T) {
 	tests := []struct {
 		name       string
 		retryAfter string        // on the failed first attempts
 		slow       time.Duration // the successful retry's latency
+		wantSpent  bool          // the first retry's token is not given back
 		wantParks  bool          // the retries after the first, without a token
 	}{
 		{name: "retries that pay"},
-		{name: "Retry-After", retryAfter: "0", wantParks: true},
-		{name: "queued", slow: 200 * time.Millisecond, wantParks: true},
+		{name: "Retry-After", retryAfter: "0", wantSpent: true, wantParks: true},
+		{name: "queued", slow: 200 * time.Millisecond, wantSpent: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -429,11 +431,12 @@ func TestBudgetRetriesThatPayAreFree(t *testing.T) {
 				}
 			}
 			assert.Equal(t, 5, ok, "every retry succeeds, sent or released")
+			assert.Equal(t, tt.wantSpent, budgetTokens(b, srv.URL) < 1, "the bucket spent")
 			if tt.wantParks {
 				assert.Positive(t, ev.Count(retryhttp.ParkParked), "the bucket stayed spent: the next retries park")
 				assert.Equal(t, ev.Count(retryhttp.ParkParked), ev.Count(retryhttp.ParkReleased), "and the host's window releases them")
 			} else {
-				assert.Zero(t, ev.Count(retryhttp.ParkParked), "the token came back: nothing parks")
+				assert.Zero(t, ev.Count(retryhttp.ParkParked), "nothing parks")
 			}
 		})
 	}

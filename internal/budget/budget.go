@@ -174,16 +174,10 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 		if o.Refund {
 			h.deposit(tokenScale)
 		}
-		if l != nil && l.owed > 0 {
-			if h.queued(at, o.Latency, o.Timeout) {
-				// A success, but queued at the host: no refund, and a
-				// sign that load hurts it (hurt).
-				h.stats.slowAt.Store(at)
-			} else {
-				// The request's retries paid: their tokens go back.
-				h.deposit(int64(l.owed) * tokenScale)
-				l.owed = 0
-			}
+		if l != nil && l.owed > 0 && !h.queued(at, o.Latency, o.Timeout) {
+			// The request's retries paid: their tokens go back.
+			h.deposit(int64(l.owed) * tokenScale)
+			l.owed = 0
 		}
 	}
 	if o.Neutral || !answered && req.Context().Err() != nil {

@@ -17,14 +17,13 @@ type hostStats struct {
 	streak   atomic.Int64 // attempts failed in a row since the latest success
 	unseen   atomic.Int64 // of streak, those assumed of a host that never answered (newHost)
 	outEnd   atomic.Int64 // budget clock of the success that ended the latest outage
-	slowAt   atomic.Int64 // budget clock of the latest failure that took half its timeout or more, or retry that queued
+	slowAt   atomic.Int64 // budget clock of the latest failure that took half its timeout or more
 }
 
 type statsSlot struct {
 	epoch    atomic.Int64 // which statSlot of the clock the counts are for
 	ok, fail atomic.Int64 // first attempts
 	minLat   atomic.Int64 // nanoseconds; 0: no success measured
-	latSum   atomic.Int64 // nanoseconds, of the successes measured
 }
 
 // record counts an attempt's outcome at time at.
@@ -58,7 +57,6 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 	}
 	s.ok.Add(1)
 	if lat := int64(max(latency, 1)); latency > 0 {
-		s.latSum.Add(lat)
 		for {
 			m := s.minLat.Load()
 			if m != 0 && m <= lat || s.minLat.CompareAndSwap(m, lat) {
@@ -76,7 +74,6 @@ func (st *hostStats) slot(at int64) *statsSlot {
 		s.ok.Store(0)
 		s.fail.Store(0)
 		s.minLat.Store(0)
-		s.latSum.Store(0)
 	}
 	return s
 }
@@ -94,23 +91,6 @@ func (st *hostStats) since(at, from int64) (ok, fail int64) {
 		}
 	}
 	return ok, fail
-}
-
-// meanLat returns the mean latency of the successful first attempts of
-// the last gateSlots slots; 0 if there were none.
-func (st *hostStats) meanLat(at int64) time.Duration {
-	e := at / int64(statSlot)
-	var n, sum int64
-	for i := range st.slots {
-		s := &st.slots[i]
-		if se := s.epoch.Load(); se <= e && e-se < gateSlots {
-			n, sum = n+s.ok.Load(), sum+s.latSum.Load()
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return time.Duration(sum / n)
 }
 
 // recent returns the first attempts of the last gateSlots slots that

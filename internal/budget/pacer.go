@@ -402,25 +402,14 @@ func (h *host) queued(at int64, lat, timeout time.Duration) bool {
 	return minLat > 0 && lat > congested(minLat, timeout)
 }
 
-// hurt reports whether the host shows that load hurts it: its recent
-// successes queue (their mean latency is congested: see congested), or,
-// within the statistics' span, an attempt failed after half its timeout or
-// more, or a retry's success queued (Settle). A host that answers fast, failures included, shows no such sign:
-// a retry there has the chance of a first attempt and costs the host
-// nothing it lacks. It takes h.mu.
+// hurt reports whether the host shows that load may hurt it: within the
+// statistics' span, an attempt failed after half its timeout or more (it
+// waited in a queue of the host, or the host is stuck). A host that
+// answers, failures included, within its time shows no such sign: a retry
+// there has the chance of a first attempt. (Latency alone is no sign: the
+// endpoints of one host differ.)
 func (h *host) hurt(at int64) bool {
-	if at-h.stats.slowAt.Load() < int64(statSlots*statSlot) {
-		return true
-	}
-	mean := h.stats.meanLat(at)
-	if mean == 0 {
-		return false
-	}
-	_, _, _, recent := h.stats.recent(at)
-	h.mu.Lock()
-	minLat := h.minLatency(at, recent)
-	h.mu.Unlock()
-	return minLat > 0 && mean > congested(minLat, 0)
+	return at-h.stats.slowAt.Load() < int64(statSlots*statSlot)
 }
 
 // gate reports whether parked retries may be released: with enough recent
