@@ -133,30 +133,14 @@ func (h *host) mode(at int64) mode {
 	return normal
 }
 
-// Admit decides what becomes of the retry r, now: docs/storms.md's table.
-//
-//   - A retry of a response that asked for a pause takes no token: it
-//     waits its delay, then the pause lane (lane.go) releases it at the
-//     pace the host accepts, if it would before its bound (MaxDelay, the
-//     caller's Bound); else it is an ordinary retry. It is refused at once
-//     when the host's bucket is empty (the lane's retries that failed
-//     spent it), and sent after its delay without queueing when its
-//     response cannot be kept.
-//   - Otherwise, a token is taken when the retry is sent, after its delay,
-//     if the host has one and nothing is parked there: the bucket bounds
-//     the retries sent, not those that wait. A delay longer than MaxWait,
-//     a response that cannot be kept over the delay, or one that asked the
-//     client to back off takes it as it is decided.
-//   - A retry that finds no token, at either moment, is parked if its host
-//     is in an outage or recovering from one (mode), the bounds leave time
-//     to wait after its delay and its response is kept: for MaxWait per
-//     request in all, within the caller's Bound. Else it is refused.
-//
-// A first attempt (First) is let go at once, but held in the lane while
-// its host's stated pause runs if it asked for it (Hold). A hedge (Hedge)
-// is sent with a token, or with a slot of the window if parking is on, the
-// gate is open, the window has room and nothing is parked; or refused. A
-// nil Budget sends everything at once.
+// Admit decides what becomes of the retry r, now. A hedge (Hedge) is sent
+// with a token, or with a slot of the window if parking is on, the gate is
+// open, the window has room and nothing is parked; or refused. A first
+// attempt (First) is let go at once, but held in the lane while its host's
+// stated pause runs if it asked for it (Hold). A retry is decided by
+// docs/storms.md's table (decide), and, when it must wait its delay before
+// the decision is complete, asked about again after it (resume). A nil
+// Budget sends everything at once.
 func (b *Budget) Admit(r *Retry) Verdict {
 	if b == nil {
 		return Verdict{Do: Send, After: r.Delay}
@@ -170,68 +154,105 @@ func (b *Budget) Admit(r *Retry) Verdict {
 			return Verdict{Do: Send}
 		}
 		return b.parkIn(h, r, true, min(r.MaxDelay, r.Bound))
-	}
-	switch r.stage {
-	case takeAfter, parkAfter:
-		if !h.parked() && !h.seenFailing() && h.withdraw() {
-			return b.send(h, r, 0)
-		}
-		if r.stage == takeAfter {
-			return b.noToken(h, r, 0)
-		}
-		return b.parkIn(h, r, false, r.until)
-	case laneAfter:
-		return b.parkIn(h, r, true, r.until)
+	case r.stage != decide:
+		return b.resume(h, r)
 	}
 	r.kept = 0 // a new retry, a new response
-	if r.Pause && !b.noParking {
-		if bound := min(r.MaxDelay, r.Bound); max(r.Delay, b.laneETA(h)) <= bound {
-			switch {
-			case !h.hasToken() && !throttled(r.Res):
-				// A server short of room (a 503 with Retry-After),
-				// whose lane's retries failed and spent the bucket.
-				// A 429 says "later", not "I am sick": its retry
-				// waits whatever the bucket holds.
-				return Verdict{Do: Refuse}
-			case !keep(r):
-				return Verdict{Do: Send, After: r.Delay}
-			}
-			r.stage, r.until = laneAfter, bound-r.Delay
-			return Verdict{Do: Wait, After: r.Delay}
-		}
-		// The lane would not release it in time: it needs a token, as
-		// any retry.
-	}
-	if h.parked() || h.seenFailing() || !h.hasToken() {
-		// Behind parked retries, into a host whose latest attempts
-		// all failed, or without a token.
-		return b.noToken(h, r, r.Delay)
-	}
-	if r.Delay == 0 || r.Delay > b.maxWait || asked(r.Res) || !keep(r) {
-		if h.withdraw() {
-			return b.send(h, r, r.Delay)
-		}
-		return b.noToken(h, r, r.Delay)
-	}
-	r.stage = takeAfter
-	return Verdict{Do: Wait, After: r.Delay}
+	return b.decide(h, r, r.Delay)
 }
 
-// noToken decides a retry that found no token and has wait left of its
-// delay: parked if its host's mode allows and the bounds leave time; else,
-// should a token have come meanwhile, sent; else refused.
-func (b *Budget) noToken(h *host, r *Retry, wait time.Duration) Verdict {
-	until := min(wait+b.maxWait-r.Parked, r.Bound)
+// decide is docs/storms.md's table, row by row: what becomes of the retry
+// r, with wait left of its delay.
+func (b *Budget) decide(h *host, r *Retry, wait time.Duration) Verdict {
 	at := b.clock()
 	m := h.mode(at)
-	if m == normal && !h.parked() && !asked(r.Res) && !h.inPause(at) && !h.hurt(at) {
-		// A host that answers, that load does not hurt, and that did
-		// not ask for a pause: the retry is sent without a token, as
-		// without a budget.
+	switch {
+	case r.Pause && !b.noParking && b.laneInTime(h, r, wait):
+		// 1. It asked for a pause: no token; its delay, then the lane.
+		return b.pause(h, r, wait)
+	case m == dead:
+		// 2. No success for MaxWait: refused.
+		return Verdict{Do: Refuse}
+	case h.seenFailing(), h.parked():
+		// 2-3. An outage (a retry sent into it is lost), or retries
+		// parked before it (recovering): parked, token or not.
+		return b.park(h, r, wait, m)
+	case h.hasToken():
+		// 4. A token: taken as the retry is sent.
+		return b.withToken(h, r, wait)
+	case m == normal && !asked(r.Res) && !h.inPause(at) && !h.hurt(at):
+		// 5a. None, from a host that answers, asked for no pause and
+		// shows no sign that load hurts it: sent without one.
 		r.stage = decide
 		return Verdict{Do: Send, After: wait}
+	default:
+		// 5b. None: parked for a token, or the gate.
+		return b.park(h, r, wait, m)
 	}
-	if b.noParking || m == dead || until <= wait || !keep(r) {
+}
+
+// resume completes the decision of a retry whose delay has been waited.
+func (b *Budget) resume(h *host, r *Retry) Verdict {
+	stage := r.stage
+	r.stage = decide
+	if stage == laneAfter {
+		return b.parkIn(h, r, true, r.until)
+	}
+	if !h.parked() && !h.seenFailing() && h.withdraw() {
+		return b.send(h, r, 0) // the token it saw, or one successes brought
+	}
+	if stage == takeAfter {
+		return b.decide(h, r, 0) // its token went meanwhile
+	}
+	return b.parkIn(h, r, false, r.until)
+}
+
+// laneInTime reports whether the pause lane would release r, joining it
+// after wait, within its bound (MaxDelay, the caller's Bound).
+func (b *Budget) laneInTime(h *host, r *Retry, wait time.Duration) bool {
+	return max(wait, b.laneETA(h)) <= min(r.MaxDelay, r.Bound)
+}
+
+// pause decides a retry of a response that asked for a pause: it waits
+// wait, then joins the lane. A 429 says "later", not "I am sick": its
+// retry waits whatever the bucket holds; a server short of room (a 503
+// with Retry-After) whose lane's retries failed and spent the bucket gets
+// none. A response that cannot be kept over the wait is let go: the retry
+// is sent after it.
+func (b *Budget) pause(h *host, r *Retry, wait time.Duration) Verdict {
+	switch {
+	case !h.hasToken() && !throttled(r.Res):
+		return Verdict{Do: Refuse}
+	case !keep(r):
+		return Verdict{Do: Send, After: wait}
+	}
+	r.stage, r.until = laneAfter, min(r.MaxDelay, r.Bound)-wait
+	return Verdict{Do: Wait, After: wait}
+}
+
+// withToken decides a retry that sees a token: taken when it is sent,
+// after its delay, so that the bucket bounds the retries sent, not those
+// that wait; at once for a retry without a delay, with a delay longer than
+// MaxWait, of a response that asked the client to back off, or of one
+// that cannot be kept over the delay.
+func (b *Budget) withToken(h *host, r *Retry, wait time.Duration) Verdict {
+	if wait == 0 || wait > b.maxWait || asked(r.Res) || !keep(r) {
+		if h.withdraw() {
+			return b.send(h, r, wait)
+		}
+		return b.decide(h, r, wait) // taken meanwhile
+	}
+	r.stage = takeAfter
+	return Verdict{Do: Wait, After: wait}
+}
+
+// park parks a retry that has wait left of its delay: after it, for
+// MaxWait per request in all, within the caller's Bound. Where it cannot
+// (parking off, no time left, a response that cannot be kept), a token
+// sends it, if there is one and the host is not dead; else it is refused.
+func (b *Budget) park(h *host, r *Retry, wait time.Duration, m mode) Verdict {
+	until := min(wait+b.maxWait-r.Parked, r.Bound)
+	if b.noParking || until <= wait || !keep(r) {
 		if m != dead && h.withdraw() {
 			return b.send(h, r, wait)
 		}
@@ -241,7 +262,7 @@ func (b *Budget) noToken(h *host, r *Retry, wait time.Duration) Verdict {
 	if wait > 0 {
 		return Verdict{Do: Park, After: wait}
 	}
-	return b.Admit(r) // successes may have refilled the bucket: parkAfter
+	return b.resume(h, r) // successes may have refilled the bucket
 }
 
 // send returns the verdict of a retry that took a token of h: sent after
