@@ -160,7 +160,7 @@ func scopeString(k quota.Key) string {
 type quotaSend struct {
 	tk     quota.Ticket
 	name   string    // the caller's scope name
-	sentAt time.Time // when it was let go
+	sentAt time.Time // when it was let go, if a quota was known
 	asked  bool      // tk is Reserve's
 	on     bool      // pacing is on for the request
 }
@@ -180,11 +180,10 @@ func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Reques
 			q.name = q.name[:maxScopeName]
 		}
 	}
-	clk := t.clock()
 	if processQuotas.Idle() {
-		q.sentAt = clk.Now()
-		return nil
+		return nil // no quota known in the process: quotaDone dates a first one
 	}
+	clk := t.clock()
 	k, route := quotaKey(req, q.name), routeOf(req)
 	var waited time.Duration
 	for {
@@ -219,6 +218,9 @@ func (t *Transport) quotaDone(req *http.Request, q *quotaSend, res *http.Respons
 	if !q.on || !q.asked && res == nil {
 		return
 	}
+	if !q.asked && !quota.Advertised(res.Header) {
+		return // the common case: no quota known, none stated
+	}
 	var obs []quota.Observation
 	var now time.Time
 	if res != nil {
@@ -238,7 +240,7 @@ func (t *Transport) quotaDone(req *http.Request, q *quotaSend, res *http.Respons
 		if len(obs) == 0 {
 			return
 		}
-		q.tk = quota.Open(quotaKey(req, q.name), routeOf(req), q.sentAt)
+		q.tk = quota.Open(quotaKey(req, q.name), routeOf(req), now) // its answer's time, near enough
 	}
 	if now.IsZero() {
 		now = t.clock().Now()

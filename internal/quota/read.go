@@ -9,6 +9,7 @@ package quota
 
 import (
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -72,6 +73,19 @@ const (
 	// included: it becomes a key of the pacing state.
 	maxName = 128
 )
+
+// Advertised reports whether h may state a quota: whether it has a field
+// whose canonical name starts with Ratelimit or X-Ratelimit (every dialect
+// Read reads). It looks at each name once, which costs less than the
+// lookups of Read for a response that states none, the common case.
+func Advertised(h http.Header) bool {
+	for k := range h {
+		if strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Ratelimit") {
+			return true
+		}
+	}
+	return false
+}
 
 // Read returns the quotas that h, the header of a response that arrived
 // at now, states in the dialects d: the first of IETF, XRateLimit, LLM (in

@@ -190,3 +190,27 @@ func checkObs(t *testing.T, obs []Observation) {
 		}
 	}
 }
+
+func TestAdvertised(t *testing.T) {
+	tests := []struct {
+		give http.Header
+		want bool
+	}{
+		{give: nil, want: false},
+		{give: http.Header{"Content-Type": {"text/plain"}, "Retry-After": {"1"}}, want: false},
+		{give: http.Header{"Ratelimit": {`"default";r=1;t=2`}}, want: true},
+		{give: http.Header{"Ratelimit-Remaining": {"1"}}, want: true},
+		{give: http.Header{"X-Ratelimit-Remaining": {"1"}}, want: true},
+		{give: http.Header{"X-Ratelimit-Remaining-Requests": {"1"}}, want: true},
+	}
+	for _, tt := range tests {
+		if got := Advertised(tt.give); got != tt.want {
+			t.Errorf("Advertised(%v) = %v, want %v", tt.give, got, tt.want)
+		}
+		// Advertised is Read's cheap precheck: Read finds nothing where it
+		// finds nothing.
+		if !tt.want && len(Read(tt.give, time.Unix(0, 0), IETF|XRateLimit|LLM, 0, false)) > 0 {
+			t.Errorf("Read found a quota in %v", tt.give)
+		}
+	}
+}
