@@ -6,8 +6,8 @@ import (
 )
 
 // hostStats are a host's recent outcomes, kept without a lock: first
-// attempts per slot of statSlot, with the lowest latency of their
-// successes, and the times of the latest success and failure of any
+// attempts per slot of statSlot in which they were sent, with the lowest
+// latency of their successes, and the times of the latest success and failure of any
 // attempt. Counts may be off by the few updates that race with a slot's
 // reuse; the pacing only needs shares and orders of magnitude.
 type hostStats struct {
@@ -49,8 +49,12 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 	if !first {
 		return
 	}
-	s := st.slot(at)
+	// Counted when it was sent: an attempt that timed out after the host
+	// recovered tells of the host it was sent to, not of the host now.
+	s := st.slot(max(at-int64(latency), 0))
 	switch {
+	case s == nil:
+		return // sent before the statistics' span
 	case !ok:
 		s.fail.Add(1)
 		return
@@ -66,11 +70,16 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 	}
 }
 
-// slot returns the slot of time at, emptied if it held an older one.
+// slot returns the slot of time at, emptied if it held an older one; nil
+// if it holds a newer one (at is older than the statistics' span).
 func (st *hostStats) slot(at int64) *statsSlot {
 	e := at / int64(statSlot)
 	s := &st.slots[uint64(e)%statSlots] // at ≥ 0: the slot e%statSlots, masked
-	if old := s.epoch.Load(); old != e && s.epoch.CompareAndSwap(old, e) {
+	old := s.epoch.Load()
+	if old > e {
+		return nil
+	}
+	if old != e && s.epoch.CompareAndSwap(old, e) {
 		s.ok.Store(0)
 		s.fail.Store(0)
 		s.minLat.Store(0)
