@@ -6,8 +6,9 @@ import (
 )
 
 // hostStats are a host's recent outcomes, kept without a lock: first
-// attempts per slot of statSlot in which they were sent, with the lowest
-// latency of their successes, and the times of the latest success and failure of any
+// attempts per slot of statSlot (a success in the slot it ended in, a
+// failure in the one it was sent in), with the lowest latency of their
+// successes, and the times of the latest success and failure of any
 // attempt. Counts may be off by the few updates that race with a slot's
 // reuse; the pacing only needs shares and orders of magnitude.
 type hostStats struct {
@@ -49,15 +50,18 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 	if !first {
 		return
 	}
-	// Counted when it was sent: an attempt that timed out after the host
-	// recovered tells of the host it was sent to, not of the host now.
-	s := st.slot(max(at-int64(latency), 0))
-	switch {
-	case s == nil:
-		return // sent before the statistics' span
-	case !ok:
-		s.fail.Add(1)
+	if !ok {
+		// Counted when it was sent: an attempt that timed out after the
+		// host recovered tells of the host it was sent to, not of the
+		// host now.
+		if s := st.slot(max(at-int64(latency), 0)); s != nil {
+			s.fail.Add(1)
+		}
 		return
+	}
+	s := st.slot(at)
+	if s == nil {
+		return // a time read long ago: the slot moved on
 	}
 	s.ok.Add(1)
 	if lat := int64(max(latency, 1)); latency > 0 {
