@@ -89,7 +89,7 @@ type Verdict struct {
 type mode uint8
 
 const (
-	normal     mode = iota // it answers: a retry without a token is refused, the host has no room for it
+	normal     mode = iota // it answers: a retry without a token is sent, unless the host is short of room (noToken)
 	outage                 // its latest outageStreak attempts failed, one succeeded within MaxWait: park
 	recovering             // the outage ended within probeQuiet, or its parked retries are being released (the gate is open): park
 	dead                   // an outage with no success for MaxWait: refused at once, parked retries give up
@@ -133,24 +133,34 @@ func (h *host) mode(at int64) mode {
 	return normal
 }
 
-// Admit decides what becomes of the retry r, now: docs/storms.md's table.
+// Admit decides what becomes of the retry r, now: docs/storms.md's table,
+// whose rows are these, in this order.
 //
-//   - A retry of a response that asked for a pause takes no token: it
-//     waits its delay, then the pause lane (lane.go) releases it at the
-//     pace the host accepts, if it would before its bound (MaxDelay, the
-//     caller's Bound); else it is an ordinary retry. It is refused at once
-//     when the host's bucket is empty (the lane's retries that failed
-//     spent it), and sent after its delay without queueing when its
-//     response cannot be kept.
-//   - Otherwise, a token is taken when the retry is sent, after its delay,
-//     if the host has one and nothing is parked there: the bucket bounds
-//     the retries sent, not those that wait. A delay longer than MaxWait,
-//     a response that cannot be kept over the delay, or one that asked the
-//     client to back off takes it as it is decided.
-//   - A retry that finds no token, at either moment, is parked if its host
-//     is in an outage or recovering from one (mode), the bounds leave time
-//     to wait after its delay and its response is kept: for MaxWait per
-//     request in all, within the caller's Bound. Else it is refused.
+//  1. With parking on, a retry of a response that asked for a pause
+//     takes no token: it waits its delay, then the pause lane (lane.go)
+//     releases it at the pace the host accepts, if it would before its
+//     bound (MaxDelay, the caller's Bound). A 429's is not refused for want of tokens; any
+//     other's is refused at once when the host's bucket is empty (the
+//     lane's retries that failed spent it). One whose response cannot be
+//     kept is sent after its delay without queueing; one the lane would
+//     not release in time is decided as any other retry (below).
+//  2. Into a host seen failing (seenFailing: its latest outageStreak
+//     attempts failed), a retry parks after its delay, token or not, as
+//     in 5, unless the host is dead (mode): then it is refused at once.
+//  3. Behind retries parked on the host, it parks, token or not; so does
+//     one without a token while the host is recovering (mode).
+//  4. With a token, it is sent after its delay; the token is taken when
+//     it is sent, or as it is decided for a delay of zero or above
+//     MaxWait, a response that cannot be kept over the delay, or one that
+//     asked the client to back off. One that finds no token, at either
+//     moment, is decided by 5.
+//  5. Without a token (noToken), it is sent all the same to a host in mode
+//     normal that load does not hurt (hurt), not in a pause episode, when
+//     its response did not ask the client to back off. Else it parks, after
+//     its delay, for a token or the gate, for MaxWait per request in all
+//     within the caller's Bound, if parking is on, the bounds leave time
+//     to wait and its response is kept; else it takes a token if one came
+//     meanwhile, or is refused.
 //
 // A first attempt (First) is let go at once, but held in the lane while
 // its host's stated pause runs if it asked for it (Hold). A hedge (Hedge)
