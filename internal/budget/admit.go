@@ -209,8 +209,9 @@ func (b *Budget) Admit(r *Retry) Verdict {
 			r.stage, r.until = laneAfter, bound-r.Delay
 			return Verdict{Do: Wait, After: r.Delay}
 		}
-		// The lane would not release it in time: it needs a token, as
-		// any retry.
+		// The lane would not release it in time: it is decided as any
+		// retry (its response asked the client to back off: a token, or
+		// parked for one).
 	}
 	if h.parked() || h.seenFailing() || !h.hasToken() {
 		// Behind parked retries, into a host whose latest attempts
@@ -227,9 +228,12 @@ func (b *Budget) Admit(r *Retry) Verdict {
 	return Verdict{Do: Wait, After: r.Delay}
 }
 
-// noToken decides a retry that found no token and has wait left of its
-// delay: parked if its host's mode allows and the bounds leave time; else,
-// should a token have come meanwhile, sent; else refused.
+// noToken decides a retry that found no token (or that finds its host in
+// an outage, or retries parked there) and has wait left of its delay: sent
+// without a token to a host in mode normal that shows no sign of being
+// short of room; else parked, if parking is on, its host is not dead, the
+// bounds leave time and its response is kept; else, should a token have
+// come meanwhile, sent; else refused.
 func (b *Budget) noToken(h *host, r *Retry, wait time.Duration) Verdict {
 	until := min(wait+b.maxWait-r.Parked, r.Bound)
 	at := b.clock()
