@@ -48,15 +48,17 @@ type RetryBudgetOptions struct {
 	// Ratio is the number of tokens deposited in a host's bucket by each
 	// successful attempt, and by each failed first attempt the host
 	// answers outside an outage; each retry sent with a token withdraws
-	// one. In the long run, the retries that spend a token are about
-	// Ratio per request the host answers, plus Capacity (a retry that
-	// succeeds without queueing gives its token back). The default is
-	// DefaultRetryBudgetRatio.
+	// one, given back if the request's retry succeeds without queueing
+	// (unless the failure it retried asked the client to back off). Where
+	// the host is short of room (it asked to back off, or load hurts it),
+	// a retry without a token waits for one, or for the host's gate: the
+	// retries that spend a token are then about Ratio per request the
+	// host answers, plus Capacity. The default is DefaultRetryBudgetRatio.
 	Ratio float64
 
 	// Capacity is the size of each host's bucket and the number of tokens
-	// it starts with: the number of retries sent at once in a row before
-	// any success. The default is DefaultRetryBudgetCapacity. Values
+	// it starts with: the number of retries sent with a token in a row
+	// before any success. The default is DefaultRetryBudgetCapacity. Values
 	// above 2^30 are treated as 2^30.
 	Capacity int
 
@@ -69,20 +71,25 @@ type RetryBudgetOptions struct {
 	// 1024.
 	MaxHosts int
 
-	// NoParking turns parking off: a retry without a token is dropped at
-	// once, and the retry of a response that asked for a pause takes its
-	// token up front instead of waiting in the pause lane. By default
-	// (false) it is parked, as RetryBudget describes.
+	// NoParking turns parking off: a retry that would park (into an
+	// outage, or without a token where the host is short of room) is sent
+	// if it can take a token and dropped at once otherwise, and the retry
+	// of a response that asked for a pause takes its token up front
+	// instead of waiting in the pause lane. A retry without a token to a
+	// host that answers and shows no sign of trouble is still sent. By
+	// default (false) retries park, as RetryBudget describes.
 	NoParking bool
 
 	// MaxWait bounds the time one request spends parked, over all its
-	// retries; and a host that has had no successful attempt for that long
-	// (the first sight of a host counts as one) refuses parking at once.
-	// The default is DefaultMaxParkedWait.
+	// retries; and a host in an outage that has had no successful attempt
+	// for that long (the first sight of a host counts as one) is dead: its
+	// retries are refused at once, and those parked there give up. The
+	// default is DefaultMaxParkedWait.
 	MaxWait time.Duration
 
-	// MaxParked bounds the retries parked on one host at once; past it, a
-	// retry without a token is dropped at once. The default is 10,000.
+	// MaxParked bounds the retries waiting on one host at once, parked or
+	// in its pause lane; past it, a retry that would wait is dropped at
+	// once. The default is 10,000.
 	MaxParked int
 
 	// Clock is where the budget reads the time: its hosts' recent
@@ -102,18 +109,20 @@ type RetryBudgetOptions struct {
 //
 // Each host has a bucket of Capacity tokens, refilled by Ratio for each
 // success and each failed first attempt the host answers outside an
-// outage; a retry that succeeds without queueing gives its token back.
-// What it costs a caller:
-//   - a refusal: a retry that finds no token is refused, at once outside
-//     an outage, and the request ends with its last outcome;
-//   - a wait in an outage (the host's latest attempts all failed) or just
-//     after one: a retry without a token first parks until the host
-//     answers, for at most MaxWait per request, within the caller's deadline;
-//   - a wait for a pause, in or out of an outage: the retry of a 429, or of
-//     a Retry-After or rate-limit reset asking for a wait, takes no token;
-//     it waits at least the pause stated, then in the host's pause lane
-//     until the host accepts it, up to WithMaxDelay and the caller's
-//     deadline; it is refused if the bucket is empty.
+// outage; a retry sent with a token that succeeds without queueing gives
+// it back. What it costs a caller:
+//   - nothing where a retry costs the host nothing it lacks: a retry with
+//     a token is sent after its delay, and so is one without a token to a
+//     host that answers, asked for no pause and shows no sign that load
+//     hurts it;
+//   - a wait: into an outage (the host's latest attempts all failed), or
+//     without a token to a host that asked to back off or that load hurts,
+//     a retry parks, for at most MaxWait per request, within the caller's
+//     deadline; the retry of a 429, or of a Retry-After or rate-limit reset
+//     asking a wait, takes no token, waits at least the pause, then in the
+//     host's pause lane, up to WithMaxDelay and the caller's deadline;
+//   - a refusal: at once on a dead host, or for a pause other than a 429's
+//     while the bucket is empty; after a wait that reached its bound.
 //
 // Transports without WithRetryBudget share one (DefaultRetryBudget);
 // WithRetryBudget shares one among Transports, or turns it off (nil). It is

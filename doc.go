@@ -42,19 +42,22 @@
 //
 // A retry budget per destination host is on by default and shared by the
 // process's Transports ([RetryBudget]). It limits the retries that fail, not
-// those that succeed: a retry that succeeds gives its token back, so a host
-// failing a share of its requests at random gets its retries as without a
-// budget, while the retries that fail are held to about a tenth of the
-// requests the host answers. The retry of a response that asked for a pause
-// (a 429, a Retry-After) takes no token: it waits the pause, then leaves
-// through the host's pause lane at the pace the host accepts. In an outage,
-// a retry without a token is parked until the host answers again, and
-// released at the pace of the host's own traffic, so a short outage is
-// ridden out while a dead backend sees about 1.0× its callers' requests
-// instead of 4×. The price is waiting: a parked retry waits up to
-// [DefaultMaxParkedWait] in all, or until its deadline, before failing, and
-// a retry in the pause lane up to the maximum delay ([WithMaxDelay]) or its
-// deadline, outage or not. A
+// those that succeed: a retry that succeeds gives its token back, and one
+// without a token is sent all the same to a host that answers and shows no
+// sign that load hurts it, so a host failing a share of its requests at
+// random gets its retries as without a budget; where the host is short of
+// room (it asked to back off, or load hurts it), a retry without a token
+// waits for one, and the retries that fail are held to about
+// [DefaultRetryBudgetRatio] per request the host answers. The retry of a
+// response that asked for a pause (a 429, a Retry-After) takes no token: it
+// waits the pause, then leaves through the host's pause lane at the pace
+// the host accepts. In an outage, a retry is parked, token or not, until
+// the host answers again, and released at the pace of the host's own
+// traffic, so a short outage is ridden out while a dead backend sees about
+// 1.0× its callers' requests instead of 4×. The price is waiting: a parked
+// retry waits up to [DefaultMaxParkedWait] in all, or until its deadline,
+// before failing, and a retry in the pause lane up to the maximum delay
+// ([WithMaxDelay]) or its deadline, outage or not. A
 // circuit breaker per host is available ([WithCircuitBreaker]), and so is
 // hedging of idempotent requests ([WithHedging], [WithAdaptiveHedging]),
 // whose hedges spend the same budget.

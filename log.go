@@ -25,8 +25,8 @@ const (
 	// LogLevelPark is the level of the records written when a wait in the
 	// retry budget begins ("retryhttp: parked") and when it is released
 	// ("retryhttp: released"), as Hooks.OnPark sees them (ParkEvent): a
-	// retry an outage parked, a retry in the pause lane, a first attempt
-	// held by WithHoldDuringPause. Debug, since the retry or the giving up
+	// parked retry, a retry in the pause lane, a first attempt held by
+	// WithHoldDuringPause. Debug, since the retry or the giving up
 	// that follows is written too. Their attributes: method, url, attempt
 	// (0 for a held first attempt), waited (for a release), window,
 	// in_flight and parked.

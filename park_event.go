@@ -43,14 +43,14 @@ func (k ParkKind) String() string {
 }
 
 // ParkEvent describes a wait in the retry budget, for a Hooks.OnPark hook:
-// not only the retries an outage parked (docs/budget-algorithm.md), but
-// also every wait in a host's pause lane, outage or not (a 429's retry),
-// and every first attempt held by WithHoldDuringPause. A held first
-// attempt has Attempt.Count 0; a retry in the pause lane has an
-// Attempt.Res that asked for a pause (a 429, or a Retry-After or
-// rate-limit reset asking a wait), though such a retry parks as an
-// outage's when the lane would not release it before its bound;
-// docs/observability.md has more.
+// not only the parked retries (into an outage, or without a token where
+// the host is short of room: docs/budget-algorithm.md), but also every
+// wait in a host's pause lane, outage or not (a 429's retry), and every
+// first attempt held by WithHoldDuringPause. A held first attempt has
+// Attempt.Count 0; a retry in the pause lane has an Attempt.Res that asked
+// for a pause (a 429, or a Retry-After or rate-limit reset asking a wait),
+// though such a retry parks in the host's queue when the lane would not
+// release it before its bound; docs/observability.md has more.
 type ParkEvent struct {
 	// Kind says what happened.
 	Kind ParkKind

@@ -255,11 +255,12 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 			return res, ending{StopDeadline, count}, err
 		}
 
-		// 4. Take the retry from the destination's budget: a token, then
+		// 4. Take the retry from the destination's budget (budget.Admit):
 		// report the retry, let go of the response the caller will not see,
-		// and wait; or, without a token, park (park.go) until the
-		// destination answers again. Refused: the last response as it is,
-		// or the last error marked as such.
+		// and wait; or park (park.go: into an outage, or without a token
+		// where the destination is short of room) until it answers again or
+		// a token comes; or wait in its pause lane. Refused: the last
+		// response as it is, or the last error marked as such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
 		if l, why, err = t.awaitRetry(ctx, s, a, d, o.Pause, &claim); why == StopCanceled {

@@ -73,7 +73,7 @@ const (
 	AttemptsPerRequestName = "retryhttp.client.attempts_per_request"
 	// ParkedName counts the events of waits in the retry budget, by
 	// ParkEventKey: parked, released or dropped (retryhttp.ParkEvent):
-	// retries an outage parked, and also every wait in a host's pause lane
+	// parked retries, and also every wait in a host's pause lane
 	// (a 429's retry, outage or not) and every first attempt held by
 	// WithHoldDuringPause. No attribute tells them apart
 	// (docs/observability.md).

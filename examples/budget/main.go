@@ -4,18 +4,21 @@
 // It starts, on loopback, a backend that answers every request with 503,
 // and sends it 200 GETs from 8 goroutines three times:
 //  1. through a Transport with its defaults (the process's shared retry
-//     budget): the first ten retries are sent at once; the others are
-//     parked, waiting for the backend to answer again, and a few of them
-//     are released one at a time as probes; after 2s without a success the
-//     host refuses parking at once. The backend sees about 1.05-1.1
-//     requests per request (the first requests wait up to 2s before
-//     failing);
+//     budget): the retries decided before ten failures in a row show the
+//     outage are sent, with a token (ten at most); the others are parked,
+//     token or not, waiting for the backend to answer again, and a few of
+//     them are released one at a time as probes; after 2s without a
+//     success the host's retries are refused at once. The backend sees
+//     about 1.05-1.1 requests per request (the first requests wait up to
+//     2s before failing);
 //  2. through a Transport with the budget off (WithRetryBudget(nil)): every
 //     request is tried four times;
 //  3. through the first Transport again: the backend has had no success
 //     for 2s, so a failing request is neither retried nor parked; after the
-//     backend heals, 100 successes earn ten retries back, and a request
-//     that fails once is retried again.
+//     backend heals, 100 successes refill the bucket by ten tokens, and a
+//     request that fails once is retried again (with a token; without one,
+//     it would be too: the host answers, and nothing shows that load hurts
+//     it).
 //
 // Run it with: go run ./examples/budget
 package main

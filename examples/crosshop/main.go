@@ -11,8 +11,8 @@
 //     243 with 3 attempts per hop, WithMaxRetries(2));
 //  2. budget only: Transports with their defaults, no inbound.Pushback on
 //     the servers: each hop spends its 10 retries, and its parked retries
-//     send a few probes (at most 9) before the dead host refuses parking, so
-//     S5 sees at most n + 5·19;
+//     send a few probes (at most 9) before the dead host's retries are
+//     refused at once, so S5 sees at most n + 5·19;
 //  3. budget and signal: the same, with inbound.Pushback on every
 //     server: S4 retries, gives up and says so; S3, S2, S1 and the client
 //     pass the failure on without retrying it, so S5 sees at most n + 19.

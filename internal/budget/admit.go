@@ -89,7 +89,7 @@ type Verdict struct {
 type mode uint8
 
 const (
-	normal     mode = iota // it answers: a retry without a token is refused, the host has no room for it
+	normal     mode = iota // it answers: a retry without a token is sent, unless the host is short of room (decide, 5b)
 	outage                 // its latest outageStreak attempts failed, one succeeded within MaxWait: park
 	recovering             // the outage ended within probeQuiet, or its parked retries are being released (the gate is open): park
 	dead                   // an outage with no success for MaxWait: refused at once, parked retries give up

@@ -1,14 +1,15 @@
 // Package budget is a retry budget (retryhttp.RetryBudget, whose doc has
 // the model), and the rule of docs/storms.md's table: Admit decides each
-// retry (send now, wait then send, park, refuse) from its host's mode
-// (normal, outage, recovering, dead: admit.go) and its pause (lane.go);
-// Settle records each attempt's outcome. Per destination host, it keeps a
-// bucket of tokens, the host's recent outcomes (hostStats), the window of
-// parked retries with their queue (pacer), and the pause lane. The window,
-// the queue and the lane change in one transition function (host.step),
-// under the host's lock; the bucket and the statistics with atomic
-// operations. Time is lazy (no goroutines, no timers) and read from the
-// Clock given to New.
+// retry (send now, wait then send, park, refuse) from its response (a
+// pause asked, a request to back off), its host's mode (normal, outage,
+// recovering, dead: admit.go), whether load hurts the host (pacer.go's
+// hurt), its pause (lane.go) and its bucket; Settle records each
+// attempt's outcome. Per destination host, it keeps a bucket of tokens,
+// the host's recent outcomes (hostStats), the window of parked retries
+// with their queue (pacer), and the pause lane. The window, the queue and
+// the lane change in one transition function (host.step), under the
+// host's lock; the bucket and the statistics with atomic operations. Time
+// is lazy (no goroutines, no timers) and read from the Clock given to New.
 //
 // The caller's side of a wait (its timer, its reports, its stop reasons)
 // stays in package retryhttp: a parked retry waits through its Waiter.

@@ -41,8 +41,10 @@ import (
 // per round: the retries released before it were sent at the old pace.
 // The gap never exceeds the
 // pause stated. The lane's retries that slow the pace spend a token of the
-// bucket (Settle), so that a host that answers "pause" to everything gets
-// fewer and fewer of them. A waiter that asked for it (Waiter.hold) is not
+// bucket (Settle): a host that answers a pause other than a 429 to
+// everything gets fewer and fewer of them, as Admit refuses the retries of
+// such a pause while the bucket is empty (a 429's wait in the lane all the
+// same: it says "later", not "I am sick"). A waiter that asked for it (Waiter.hold) is not
 // released before the host's latest stated pause has run out.
 type lane struct {
 	queue    waitQueue

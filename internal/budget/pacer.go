@@ -35,7 +35,7 @@ const (
 	minLatHold   = 10 * time.Second // the lowest latency is kept this long unless seen again
 
 	// A host whose latest outageStreak attempts in a row failed is in an
-	// outage: only then are retries without a token parked. A host that
+	// outage: its retries park, token or not. A host that
 	// fails half its requests at random does that once in a thousand runs
 	// of ten (0.5^10).
 	outageStreak = 10
