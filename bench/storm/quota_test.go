@@ -380,12 +380,6 @@ func (in *interactive) stop() (time.Duration, int) {
 	return in.latencies[(len(in.latencies)*99)/100], in.failed
 }
 
-func (in *interactive) sent() int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return len(in.latencies)
-}
-
 // clientReport is what a client process reports: its successes, and when
 // its batch ended (Unix nanoseconds).
 type clientReport struct{ OK, Done int64 }
