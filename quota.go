@@ -186,13 +186,14 @@ func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Reques
 	clk := t.clock()
 	k, route := quotaKey(req, q.name), routeOf(req)
 	var waited time.Duration
+	var after *quota.Hold
 	for {
 		now := clk.Now()
 		bound := s.maxDelay - waited
 		if deadline, ok := ctx.Deadline(); ok {
 			bound = min(bound, deadline.Sub(now)-1)
 		}
-		tk, hold := processQuotas.Reserve(k, route, now, max(bound, 0))
+		tk, hold := processQuotas.Reserve(k, route, now, max(bound, 0), after)
 		if hold == nil {
 			q.tk, q.sentAt, q.asked = tk, now, true
 			return nil
@@ -209,6 +210,7 @@ func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Reques
 			return err
 		}
 		waited += wait
+		after = hold
 	}
 }
 
@@ -295,7 +297,7 @@ func (t *Transport) quotaTry(s *settings, req *http.Request, q *quotaSend) bool 
 		q.sentAt = now
 		return true
 	}
-	tk, hold := processQuotas.Reserve(quotaKey(req, q.name), routeOf(req), now, 0)
+	tk, hold := processQuotas.Reserve(quotaKey(req, q.name), routeOf(req), now, 0, nil)
 	if hold != nil {
 		q.on = false
 		return false

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,17 +32,33 @@ import (
 // workers through one Transport with the defaults (the LLM fields with
 // WithQuotaScope, as the docs say), with an interactive caller beside it
 // (one GET every 100 ms); then 4 client processes (this test binary run
-// again) of 50 GETs from 10 workers each, sharing the quota. It logs, per
-// row: successes, the server's 429s over all requests, the time over the
-// quota's limit ((n - 50) / 25 per second), and the interactive caller's
-// p99 and failures. About 3 minutes, on loopback only.
+// again) of 50 GETs from 10 workers each, sharing the quota.
 //
-// cd bench/storm && go test -run TestAdvertisedQuotas -count=1 -v .
+// Each row is timed from the server's first request (a client process's
+// start-up is not the quota's) to the batch's end (for the processes: the
+// last one's, as it reports it), over the quota's limit, (n - 50) / 25 per
+// second for the n requests served (the interactive calls spend the quota
+// too). A table at the end gives, per row, the worst of QUOTA_RUNS runs
+// (default 1): successes, the server's 429s over all requests, time over
+// the limit, the interactive caller's p99 and failures, and whether each
+// of the bars is met (1 client: 429s <= 2%, time <= 1.15x, p99
+// within the 2 s window; 4 clients: 429s <= 5%, the last done within
+// 1.25x; 100% succeed). About 4-5 minutes a run, on loopback only.
+//
+//	cd bench/storm && go test -run TestAdvertisedQuotas -count=1 -v .
+//
+// -run 'TestAdvertisedQuotas/bucket/draft-11' picks rows.
 func TestAdvertisedQuotas(t *testing.T) {
 	if os.Getenv("QUOTA_CLIENT_URL") != "" {
 		quotaClientProcess(t)
 		return
 	}
+	runs := 1
+	if n, err := strconv.Atoi(os.Getenv("QUOTA_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
+	var rows []quotaRow
+	defer func() { logQuotaRows(t, rows) }()
 	dialects := []string{"draft-11", "draft-07", "ratelimit-06", "x-ratelimit", "llm"}
 	for _, bucket := range []bool{false, true} {
 		for _, dialect := range dialects {
@@ -50,42 +67,133 @@ func TestAdvertisedQuotas(t *testing.T) {
 				shape = "bucket"
 			}
 			t.Run(shape+"/"+dialect+"/1-client", func(t *testing.T) {
-				srv := newAdvertisingServer(t, dialect, bucket)
-				begin := time.Now()
-				inter := startInteractive(srv.URL, dialect)
-				ok := runBatch(srv.URL, dialect, 200, 10)
-				took := time.Since(begin)
-				p99, failed := inter.stop()
-				served, refused := srv.counts()
-				ratio := took.Seconds() / ((float64(served) - 50) / 25) // the interactive calls spend the quota too
-				t.Logf("%-6s %-12s 1 client:  %3d/200 ok, 429s %5.1f%% of %d requests, %.2fx limit; interactive p99 %v, %d failed of %d",
-					shape, dialect, ok, 100*float64(refused)/float64(served+refused), served+refused, ratio,
-					p99.Round(time.Millisecond), failed, inter.sent())
-				assert.Equal(t, 200, ok)
-				assert.Zero(t, failed)
+				row := quotaRow{name: shape + " " + dialect, clients: 1}
+				for range runs {
+					srv := newAdvertisingServer(t, dialect, bucket)
+					inter := startInteractive(srv.URL, dialect)
+					ok := runBatch(srv.URL, dialect, 200, 10)
+					end := time.Now()
+					p99, failed := inter.stop()
+					r := srv.result(end)
+					r.ok, r.want, r.p99, r.failed = ok, 200, p99, failed
+					t.Logf("%-6s %-12s 1 client:  %s", shape, dialect, r)
+					row.add(r)
+				}
+				rows = append(rows, row)
+				assert.Equal(t, 200, row.worst.ok)
+				assert.Zero(t, row.worst.failed)
 			})
 			t.Run(shape+"/"+dialect+"/4-clients", func(t *testing.T) {
-				srv := newAdvertisingServer(t, dialect, bucket)
-				begin := time.Now()
-				var wg sync.WaitGroup
-				oks := make([]int, 4)
-				for i := range 4 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						oks[i] = runClientProcess(t, srv.URL, dialect)
-					}()
+				row := quotaRow{name: shape + " " + dialect, clients: 4}
+				for range runs {
+					srv := newAdvertisingServer(t, dialect, bucket)
+					var wg sync.WaitGroup
+					reports := make([]clientReport, 4)
+					for i := range 4 {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							reports[i] = runClientProcess(t, srv.URL, dialect)
+						}()
+					}
+					wg.Wait()
+					var end time.Time
+					ok := 0
+					for _, c := range reports {
+						ok += int(c.OK)
+						if d := time.Unix(0, c.Done); d.After(end) {
+							end = d
+						}
+					}
+					r := srv.result(end)
+					r.ok, r.want = ok, 200
+					t.Logf("%-6s %-12s 4 clients: %s", shape, dialect, r)
+					row.add(r)
 				}
-				wg.Wait()
-				took := time.Since(begin)
-				served, refused := srv.counts()
-				ratio := took.Seconds() / ((float64(served) - 50) / 25)
-				t.Logf("%-6s %-12s 4 clients: %v ok of 50 each, 429s %5.1f%% of %d requests, last done %.2fx limit",
-					shape, dialect, oks, 100*float64(refused)/float64(served+refused), served+refused, ratio)
-				assert.Equal(t, []int{50, 50, 50, 50}, oks)
+				rows = append(rows, row)
+				assert.Equal(t, 200, row.worst.ok)
 			})
 		}
 	}
+}
+
+// quotaResult is one run of a row.
+type quotaResult struct {
+	ok, want        int           // successes of the batch(es), of want
+	served, refused int           // at the server
+	took            time.Duration // from the server's first request to the batch's end
+	p99             time.Duration // the interactive caller's, if any
+	failed          int           // the interactive caller's failures
+}
+
+// throttled is the share of the server's requests answered 429.
+func (r quotaResult) throttled() float64 {
+	return float64(r.refused) / float64(max(r.served+r.refused, 1))
+}
+
+// slowdown is the time taken over the quota's limit for what was served.
+func (r quotaResult) slowdown() float64 {
+	return r.took.Seconds() / math.Max(float64(r.served-50)/25, 1)
+}
+
+func (r quotaResult) String() string {
+	return fmt.Sprintf("%d/%d ok, 429s %4.1f%% of %d requests, %.2fx limit (%v); interactive p99 %v, %d failed",
+		r.ok, r.want, 100*r.throttled(), r.served+r.refused, r.slowdown(), r.took.Round(time.Millisecond),
+		r.p99.Round(time.Millisecond), r.failed)
+}
+
+// quotaRow is a row's worst over its runs, figure by figure.
+type quotaRow struct {
+	name                string
+	clients             int
+	runs                int
+	worst               quotaResult
+	worst429, worstTime float64
+}
+
+func (row *quotaRow) add(r quotaResult) {
+	if row.runs == 0 {
+		row.worst = r
+	}
+	row.runs++
+	row.worst.ok = min(row.worst.ok, r.ok)
+	row.worst.p99 = max(row.worst.p99, r.p99)
+	row.worst.failed = max(row.worst.failed, r.failed)
+	row.worst429 = max(row.worst429, r.throttled())
+	row.worstTime = max(row.worstTime, r.slowdown())
+}
+
+// logQuotaRows logs the table of rows with the bars.
+func logQuotaRows(t *testing.T, rows []quotaRow) {
+	if len(rows) == 0 {
+		return
+	}
+	mark := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "MISSED"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "worst of %d run(s) per row; bars: 100%% succeed, 1 client 429s <= 2%%, time <= 1.15x, p99 <= 2s, 0 failed; 4 clients 429s <= 5%%, time <= 1.25x\n", rows[0].runs)
+	fmt.Fprintf(&b, "%-22s %-7s %-9s %-14s %-14s %-14s %-10s\n", "row", "clients", "ok", "429s", "time/limit", "p99", "failed")
+	for _, row := range rows {
+		w := row.worst
+		max429, maxTime := 0.02, 1.15
+		p99, failed := "-", "-"
+		if row.clients > 1 {
+			max429, maxTime = 0.05, 1.25
+		} else {
+			p99 = fmt.Sprintf("%v %s", w.p99.Round(10*time.Millisecond), mark(w.p99 <= 2*time.Second))
+			failed = fmt.Sprintf("%d %s", w.failed, mark(w.failed == 0))
+		}
+		fmt.Fprintf(&b, "%-22s %-7d %-9s %-14s %-14s %-14s %-10s\n", row.name, row.clients,
+			fmt.Sprintf("%d %s", w.ok, mark(w.ok == w.want)),
+			fmt.Sprintf("%.1f%% %s", 100*row.worst429, mark(row.worst429 <= max429)),
+			fmt.Sprintf("%.2fx %s", row.worstTime, mark(row.worstTime <= maxTime)),
+			p99, failed)
+	}
+	t.Log("\n" + b.String())
 }
 
 // advertisingServer states its quota on every response in one dialect.
@@ -93,6 +201,7 @@ type advertisingServer struct {
 	*httptest.Server
 	mu              sync.Mutex
 	served, refused int
+	first           time.Time // the first request's arrival
 }
 
 func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisingServer {
@@ -106,6 +215,9 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		now := time.Now()
+		if s.first.IsZero() {
+			s.first = now
+		}
 		var remaining int
 		var reset time.Duration
 		ok := false
@@ -164,10 +276,12 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 	return s
 }
 
-func (s *advertisingServer) counts() (served, refused int) {
+// result returns the server's counts, and the time from its first
+// request to end.
+func (s *advertisingServer) result(end time.Time) quotaResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.served, s.refused
+	return quotaResult{served: s.served, refused: s.refused, took: end.Sub(s.first)}
 }
 
 // quotaTransport is the client of a dialect: the defaults, and a scope
@@ -266,35 +380,33 @@ func (in *interactive) stop() (time.Duration, int) {
 	return in.latencies[(len(in.latencies)*99)/100], in.failed
 }
 
-func (in *interactive) sent() int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return len(in.latencies)
-}
+// clientReport is what a client process reports: its successes, and when
+// its batch ended (Unix nanoseconds).
+type clientReport struct{ OK, Done int64 }
 
 // runClientProcess runs this test binary as a client process of url: a
 // batch of 50 GETs from 10 workers, with a process-wide quota state of its
-// own. It returns the successes the process reports.
-func runClientProcess(t *testing.T, url, dialect string) int {
+// own. It returns what the process reports.
+func runClientProcess(t *testing.T, url, dialect string) clientReport {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdvertisedQuotas$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "QUOTA_CLIENT_URL="+url, "QUOTA_CLIENT_DIALECT="+dialect)
 	out, err := cmd.Output()
 	require.NoError(t, err, string(out))
-	var r struct{ OK int }
+	var r clientReport
 	for _, line := range splitLines(out) {
-		if json.Unmarshal(line, &r) == nil && r.OK > 0 {
+		if json.Unmarshal(line, &r) == nil && r.Done > 0 {
 			break
 		}
 	}
-	return r.OK
+	return r
 }
 
 // quotaClientProcess is the body of a client process.
 func quotaClientProcess(t *testing.T) {
 	ok := runBatch(os.Getenv("QUOTA_CLIENT_URL"), os.Getenv("QUOTA_CLIENT_DIALECT"), 50, 10)
-	b, _ := json.Marshal(struct{ OK int }{ok})
+	b, _ := json.Marshal(clientReport{OK: int64(ok), Done: time.Now().UnixNano()})
 	fmt.Println(string(b))
 	assert.Positive(t, ok)
 }

@@ -19,10 +19,15 @@ import (
 // request goes when its share of the remaining count, less the sends in
 // flight, leaves room for it; otherwise it waits until the window turns,
 // or, if more wait than the next window is likely to take at once, until
-// a slot spread over that window at its pace (quota over window). The
-// share is 1 for a client alone; several clients that use one quota see
-// the count fall faster than their own sends explain, and each estimates
-// its share as the ratio of the two. docs/ratelimit.md.
+// a slot spread over that window at its pace (quota over window). A quota
+// whose answers are a token bucket's (its count plus the refill until the
+// stated reset make the quota: the reset is the time to a full bucket) is
+// paced at its rate instead: its count is the latest stated plus what
+// refilled since, and a request without room takes the next slot of the
+// pace rather than wait for a full bucket. The share is 1 for a client
+// alone; several clients that use one quota see the count fall faster
+// than their own sends explain, and each estimates its share as the ratio
+// of the two. docs/ratelimit.md.
 type Book struct {
 	n      atomic.Int32 // len(scopes): an empty book is read without the lock
 	mu     sync.RWMutex
@@ -60,24 +65,29 @@ type policy struct {
 	routed bool     // held only by the requests of routes answered with it
 	routes []string // those routes
 
-	remaining int64     // the count as the answers of the current window state it
+	remaining int64     // the count as the answers of the current window state it (a bucket: the latest)
+	statedAt  time.Time // when the latest answer stated it
 	resetAt   time.Time // when the current window turns; zero: not known
 	since     time.Time // when the current window began: sends before it are answered for an older one
 	limit     int64     // a window's quota; 0: not stated
 	window    time.Duration
 	peak      int64 // the highest count stated: the quota, when not stated
 	inFlight  int
+	span      time.Duration // the longest reset stated: the window, when not stated
+	answers   int           // answers read, up to bucketAnswers
+	rateSeen  float64       // the fastest refill a bucket's answer implies, per second
+	fixed     bool          // an answer was not a bucket's: the count returns only at the turn
 
 	turn    time.Time // the turn the waiters are counted for
 	waiters int
 
-	lastGrant time.Time // the latest send let go
-	paceNext  time.Time // the next free slot of a paced client
+	paceNext time.Time // the next free slot of a bucket's pace
 
-	share float64 // the client's estimated share of the quota, in (0, 1]
-	base  int64   // the count at the first answer of the window; -1: none yet
-	low   int64   // the lowest count the window's answers stated
-	own   int64   // the window's answers that the server let through
+	share  float64   // the client's estimated share of the quota, in (0, 1]
+	base   int64     // the count at the first answer of the measure; -1: none yet
+	baseAt time.Time // when it was stated
+	low    int64     // the lowest count the measure's answers stated
+	own    int64     // the measure's answers that the server let through
 }
 
 // Ticket is a send that Reserve let go; pass it to Done with the send's
@@ -97,6 +107,8 @@ type Hold struct {
 	Policy    string
 	Remaining int64
 	Wait      time.Duration
+
+	slot *policy // a bucket's, whose pace gave the request a slot
 }
 
 // Reserve decides, at now, for a request of scope k whose route is route
@@ -104,8 +116,10 @@ type Hold struct {
 // or a Hold whose Wait is how long to wait before asking again. bound is
 // the longest the caller can wait: a longer wait is still returned, for
 // the caller to fail with, but does not count the request among the
-// window's waiters.
-func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration) (Ticket, *Hold) {
+// window's waiters. after is the Hold the request waited for, when it
+// asks again (nil: first asked): a request that waited for a slot of a
+// bucket's pace is not put behind the slots given after it.
+func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, after *Hold) (Ticket, *Hold) {
 	t := Ticket{key: k, route: route, sentAt: now}
 	if b.n.Load() == 0 {
 		return t, nil
@@ -129,20 +143,23 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration) 
 		if !p.applies(route) {
 			continue
 		}
-		if w := p.hold(now); w > wait || held == nil && w > 0 {
+		if w := p.hold(now, after != nil && after.slot == p); w > wait || held == nil && w > 0 {
 			held, wait = p, w
 		}
 	}
 	if held != nil {
-		if wait <= bound {
-			wait = held.enqueue(now)
+		h := &Hold{Policy: held.name, Remaining: held.remaining, Wait: wait}
+		switch {
+		case held.bucket():
+			h.slot = held
+		case wait <= bound:
+			h.Wait = held.enqueue(now)
 		}
-		return Ticket{}, &Hold{Policy: held.name, Remaining: held.remaining, Wait: wait}
+		return Ticket{}, h
 	}
 	for i, p := range sc.policies {
 		if p.applies(route) {
 			p.inFlight++
-			p.lastGrant = now
 			t.mask |= 1 << i
 		}
 	}
@@ -163,7 +180,7 @@ func (b *Book) Done(t Ticket, obs []Observation, throttled bool, now time.Time) 
 		if t.mask&(1<<i) != 0 && p.inFlight > 0 {
 			p.inFlight--
 			if throttled && len(obs) == 0 && !t.sentAt.Before(p.since) {
-				p.remaining = 0 // the server refused: none left, whatever was stated
+				p.remaining, p.statedAt = 0, now // the server refused: none left, whatever was stated
 			}
 		}
 	}
@@ -249,35 +266,47 @@ func (p *policy) roll(now time.Time) {
 	if p.resetAt.IsZero() || now.Before(p.resetAt) {
 		return
 	}
-	p.measure()
+	if !p.bucket() {
+		p.measure(0)
+	}
 	p.since = p.resetAt
-	p.remaining = p.quota()
+	p.remaining, p.statedAt = p.quota(), p.resetAt
 	p.base, p.own = -1, 0
-	if p.window > 0 {
-		n := now.Sub(p.resetAt)/p.window + 1 // windows passed, the one begun included
-		p.resetAt = p.resetAt.Add(n * p.window)
+	if w := p.windowLen(); w > 0 {
+		n := now.Sub(p.resetAt)/w + 1 // windows passed, the one begun included
+		p.resetAt = p.resetAt.Add(n * w)
 	} else {
 		p.resetAt = time.Time{}
 	}
 }
 
-// measure estimates the client's share of p's quota at the end of a
-// window: its own sends that the server let through, over what the window
-// spent (all the clients' sends): the quota less the lowest count, for a
-// window it saw begin (it rolled into it); otherwise what the count fell
-// while it watched, from its first answer (that answer's send included).
-// A client alone spent it all itself; one of four, a quarter.
-func (p *policy) measure() {
+// measure estimates the client's share of p's quota over the measure
+// that ends: its own sends that the server let through, over what the
+// quota spent meanwhile (all the clients' sends): the quota less the
+// lowest count, for a window it saw begin (it rolled into it); otherwise
+// what the count fell while it watched, from its first answer (that
+// answer's send included), and, for a bucket, what refilled meanwhile
+// (refill). A client alone spent it all itself; one of four, a quarter.
+func (p *policy) measure(refill float64) {
 	if p.base < 0 || p.own == 0 {
 		return
 	}
-	spent := p.base - p.low + 1
-	if !p.since.IsZero() {
-		spent = p.quota() - p.low
+	if s, ok := p.estimate(refill); ok {
+		p.share = s
 	}
-	if spent > 0 {
-		p.share = min(max(float64(p.own)/float64(spent), 1.0/64), 1)
+}
+
+// estimate returns the share the measure so far shows, if it shows one:
+// the sends in flight are taken to be counted by the server already.
+func (p *policy) estimate(refill float64) (float64, bool) {
+	spent := float64(p.base-p.low+1) + refill
+	if !p.since.IsZero() && !p.bucket() {
+		spent = float64(p.quota() - p.low)
 	}
+	if spent <= 0 {
+		return 0, false
+	}
+	return min(max(float64(p.own+int64(p.inFlight))/spent, 1.0/64), 1), true
 }
 
 // quota returns the count a new window is taken to start with: the quota
@@ -292,46 +321,105 @@ func (p *policy) quota() int64 {
 	return 1
 }
 
-// room returns how many more sends p lets go at once: the client's share
-// of the remaining count, less its sends in flight.
-func (p *policy) room() int64 {
-	share := p.share
-	if share >= shareAlone {
-		share = 1
+// windowLen returns the length of p's window: as stated, or else the
+// longest reset stated; zero if not known.
+func (p *policy) windowLen() time.Duration {
+	if p.window > 0 {
+		return p.window
 	}
-	return int64(share*float64(p.remaining)) - int64(p.inFlight)
+	return p.span
 }
 
-// hold returns how long a request must wait for p at now: zero if p has
-// room for it, or does not know when its window turns.
-func (p *policy) hold(now time.Time) time.Duration {
-	p.roll(now)
-	if p.resetAt.IsZero() {
-		return 0
+// rate returns how fast p's quota returns, per second: the quota over the
+// window stated, or else the fastest refill a bucket's answers imply (a
+// reset rounded up to whole seconds makes the longest reset too long), or
+// else the quota over the longest reset; zero if not known.
+func (p *policy) rate() float64 {
+	if p.window <= 0 && p.rateSeen > 0 {
+		return p.rateSeen
 	}
-	if p.room() < 1 {
-		return p.resetAt.Sub(now)
-	}
-	if gap := p.gap(now); gap > 0 && now.Before(p.lastGrant.Add(gap)) {
-		if p.paceNext.Before(p.lastGrant.Add(gap)) {
-			p.paceNext = p.lastGrant.Add(gap)
-		}
-		wait := p.paceNext.Sub(now)
-		p.paceNext = p.paceNext.Add(gap)
-		return wait
+	if w := p.windowLen(); w > 0 {
+		return float64(p.quota()) / w.Seconds()
 	}
 	return 0
 }
 
-// gap returns the spacing of a client that shares p's quota with others:
-// the time left in the window over its share of the remaining count, so
-// that the fleet's sends interleave and each answer shows what the others
-// spent. A client alone is not paced: it may spend what remains at once.
-func (p *policy) gap(now time.Time) time.Duration {
-	if p.share >= shareAlone || p.remaining <= 0 {
+// bucketAnswers is how many answers must agree with a token bucket's
+// before p is paced as one.
+const bucketAnswers = 3
+
+// bucket reports whether p is paced as a token bucket (or a sliding
+// window): its count returns a little at a time, at its rate, rather than
+// all at the turn. A server that states the reset as the time to a full
+// bucket would otherwise hold a client that sees a low count for a whole
+// refill.
+func (p *policy) bucket() bool {
+	return !p.fixed && p.answers >= bucketAnswers && p.windowLen() > 0
+}
+
+// share1 returns the share p's client paces to: 1 when it is taken to be
+// alone.
+func (p *policy) share1() float64 {
+	if p.share >= shareAlone {
+		return 1
+	}
+	return p.share
+}
+
+// count returns the count p has at now: as stated, and for a bucket, with
+// what refilled since.
+func (p *policy) count(now time.Time) float64 {
+	c := float64(p.remaining)
+	if p.bucket() && now.After(p.statedAt) {
+		c = min(float64(p.quota()), c+p.rate()*now.Sub(p.statedAt).Seconds())
+	}
+	return c
+}
+
+// room returns how many more sends p lets go at once: the client's share
+// of the remaining count, less its sends in flight.
+func (p *policy) room(now time.Time) int64 {
+	return int64(p.share1()*p.count(now)) - int64(p.inFlight)
+}
+
+// hold returns how long a request must wait for p at now: zero if p has
+// room for it, or does not know when its window turns. slotted: the
+// request waited for a slot of p's pace.
+func (p *policy) hold(now time.Time, slotted bool) time.Duration {
+	p.roll(now)
+	if p.bucket() {
+		return p.holdBucket(now, slotted)
+	}
+	if p.resetAt.IsZero() || p.room(now) >= 1 {
 		return 0
 	}
-	return time.Duration(float64(p.resetAt.Sub(now)) / (p.share * float64(p.remaining)))
+	return p.resetAt.Sub(now)
+}
+
+// holdBucket is hold for a bucket: a request goes if there is room, and
+// none waits for an earlier slot; otherwise it takes the next slot of the
+// client's pace (its share of the rate), no sooner than its token is due.
+func (p *policy) holdBucket(now time.Time, slotted bool) time.Duration {
+	perSec := p.share1() * p.rate()
+	gap := time.Duration(float64(time.Second) / perSec)
+	if !slotted && now.Add(gap/2).Before(p.paceNext) {
+		return p.slot(now, 0, gap) // others wait for slots: after them
+	}
+	if p.room(now) >= 1 {
+		return 0
+	}
+	need := float64(p.inFlight+1) - p.share1()*p.count(now)
+	return p.slot(now, time.Duration(need/perSec*float64(time.Second)), gap)
+}
+
+// slot takes the next slot of p's pace, no sooner than now+due.
+func (p *policy) slot(now time.Time, due, gap time.Duration) time.Duration {
+	at := now.Add(due)
+	if at.Before(p.paceNext) {
+		at = p.paceNext
+	}
+	p.paceNext = at.Add(gap)
+	return max(at.Sub(now), time.Millisecond)
 }
 
 // enqueue counts a request among those that wait for p's turn and returns
@@ -350,8 +438,8 @@ func (p *policy) enqueue(now time.Time) time.Duration {
 		return wait
 	}
 	gap := 50 * time.Millisecond
-	if p.window > 0 {
-		gap = p.window / time.Duration(p.quota())
+	if w := p.windowLen(); w > 0 {
+		gap = w / time.Duration(p.quota())
 	}
 	return wait + time.Duration(k-allowance+1)*gap
 }
@@ -368,6 +456,13 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		p.window = o.Window
 	}
 	p.peak = max(p.peak, o.Remaining)
+	if throttled && p.bucket() {
+		// Paced as a bucket and refused all the same: clients it does not
+		// know of share it, or its count returns only at the turn. Its
+		// turns hold it from now on.
+		p.fixed = true
+	}
+	p.learnShape(o)
 	p.roll(now)
 	if t.sentAt.Before(p.since) {
 		return // sent in a window past: its count is not this window's
@@ -385,25 +480,83 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		}
 		resetAt = now.Add(hold)
 	}
-	if !throttled {
-		p.own++
+	p.count1(o.Remaining, now, throttled)
+	if p.bucket() {
+		// The latest statement: a bucket's count goes up and down.
+		p.remaining, p.statedAt, p.resetAt = o.Remaining, now, resetAt
+		return
 	}
-	if p.base < 0 {
-		p.base, p.low = o.Remaining, o.Remaining
-	}
-	p.low = min(p.low, o.Remaining)
 	if p.resetAt.IsZero() || o.Remaining > p.remaining+int64(p.inFlight)+1 {
 		// The first statement of a window, or the count went up by more
-		// than answers out of order explain: a token bucket refilled, or
-		// the server's window turned early.
-		p.remaining, p.resetAt = o.Remaining, resetAt
+		// than answers out of order explain: the server's window turned
+		// early.
+		p.remaining, p.statedAt, p.resetAt = o.Remaining, now, resetAt
 		return
 	}
 	// The same window: the lowest count, and the earliest turn (a reset
 	// in whole seconds rounds up; the earliest is the closest).
-	p.remaining = min(p.remaining, o.Remaining)
+	if o.Remaining < p.remaining {
+		p.remaining, p.statedAt = o.Remaining, now
+	}
 	if !resetAt.IsZero() && resetAt.Before(p.resetAt) {
 		p.resetAt = resetAt
+	}
+}
+
+// learnShape reads whether o is a bucket's answer: a bucket that states
+// the time to a full bucket has its count plus what refills until then
+// make the quota, within the reset's rounding (a second); a fixed
+// window's count is near the quota at the start of a window whose whole
+// length remains, twice what a bucket states. It records the longest
+// reset, and the fastest refill a bucket's answers imply.
+func (p *policy) learnShape(o Observation) {
+	if !o.HasReset || o.Reset <= 0 {
+		return
+	}
+	p.span = max(p.span, o.Reset)
+	if p.fixed {
+		return
+	}
+	q := float64(p.quota())
+	if o.Remaining < p.quota()/2 {
+		p.rateSeen = max(p.rateSeen, (q-float64(o.Remaining)-1)/o.Reset.Seconds())
+	}
+	if w := p.windowLen(); w > 0 {
+		rate := q / w.Seconds() // not rateSeen: a window's answers imply no rate
+		if float64(o.Remaining)+rate*o.Reset.Seconds() > q+rate+1 {
+			p.fixed = true
+			return
+		}
+	}
+	if p.answers < bucketAnswers {
+		p.answers++
+	}
+}
+
+// count1 counts an answer stating r at now in the measure of the share.
+func (p *policy) count1(r int64, now time.Time, throttled bool) {
+	if p.bucket() && p.base >= 0 && now.Sub(p.baseAt) >= p.windowLen() {
+		p.measure(p.rate() * now.Sub(p.baseAt).Seconds())
+		p.base, p.own = -1, 0
+	}
+	if !throttled {
+		p.own++
+	}
+	if p.base < 0 {
+		p.base, p.baseAt, p.low = r, now, r
+	}
+	p.low = min(p.low, r)
+	// Within the measure: a share clearly below the estimate counts at
+	// once (a fleet's first window, where each client took itself to be
+	// alone).
+	refill := 0.0
+	if p.bucket() {
+		refill = p.rate() * now.Sub(p.baseAt).Seconds()
+	}
+	if p.own >= 4 {
+		if s, ok := p.estimate(refill); ok && s < 0.75*p.share {
+			p.share = s
+		}
 	}
 }
 

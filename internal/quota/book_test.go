@@ -4,7 +4,9 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ func answer(b *Book, tk Ticket, r, t int, at time.Time) {
 
 func TestBookEmptyLetsGo(t *testing.T) {
 	var b Book
-	tk, h := b.Reserve(host, "", now, time.Minute)
+	tk, h := b.Reserve(host, "", now, time.Minute, nil)
 	assert.Nil(t, h)
 	b.Done(tk, nil, false, now) // nothing stated: nothing kept
 	assert.Equal(t, int32(0), b.n.Load())
@@ -31,21 +33,21 @@ func TestBookEmptyLetsGo(t *testing.T) {
 // In-flight sends count against the remaining count until answered.
 func TestBookInFlightCounts(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "", now, time.Minute)
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
 	answer(&b, tk, 2, 1, now)
-	t1, h1 := b.Reserve(host, "", now, time.Minute)
-	_, h2 := b.Reserve(host, "", now, time.Minute)
+	t1, h1 := b.Reserve(host, "", now, time.Minute, nil)
+	_, h2 := b.Reserve(host, "", now, time.Minute, nil)
 	require.Nil(t, h1)
 	require.Nil(t, h2)
-	_, h3 := b.Reserve(host, "", now, time.Minute)
+	_, h3 := b.Reserve(host, "", now, time.Minute, nil)
 	require.NotNil(t, h3, "two in flight take the two left")
 	assert.Equal(t, time.Second, h3.Wait)
 	assert.Equal(t, "q", h3.Policy)
 	answer(&b, t1, 1, 1, now) // one answered: one left, one in flight
-	_, h4 := b.Reserve(host, "", now, time.Minute)
+	_, h4 := b.Reserve(host, "", now, time.Minute, nil)
 	assert.NotNil(t, h4)
 	// At the turn the window's quota (q=10) is there again.
-	t5, h5 := b.Reserve(host, "", now.Add(time.Second), time.Minute)
+	t5, h5 := b.Reserve(host, "", now.Add(time.Second), time.Minute, nil)
 	assert.Nil(t, h5)
 	assert.NotZero(t, t5.mask)
 }
@@ -55,17 +57,17 @@ func TestBookInFlightCounts(t *testing.T) {
 // not count among them.
 func TestBookSpreadsWaiters(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "", now, time.Minute)
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
 	answer(&b, tk, 0, 1, now)
 	var waits []time.Duration
 	for i := 0; i < 12; i++ {
-		_, h := b.Reserve(host, "", now, time.Minute)
+		_, h := b.Reserve(host, "", now, time.Minute, nil)
 		require.NotNil(t, h)
 		waits = append(waits, h.Wait)
 	}
-	_, h := b.Reserve(host, "", now, time.Millisecond)
+	_, h := b.Reserve(host, "", now, time.Millisecond, nil)
 	assert.Equal(t, time.Second, h.Wait, "past the bound: stated, not counted")
-	_, h = b.Reserve(host, "", now, time.Minute)
+	_, h = b.Reserve(host, "", now, time.Minute, nil)
 	assert.Equal(t, time.Second+600*time.Millisecond, h.Wait, "the 13th counted")
 	for i := 0; i < 10; i++ {
 		assert.Equal(t, time.Second, waits[i])
@@ -78,30 +80,30 @@ func TestBookSpreadsWaiters(t *testing.T) {
 // GitHub's search quota spent does not hold the core API.
 func TestBookRouted(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "search", now, time.Minute)
+	tk, _ := b.Reserve(host, "search", now, time.Minute, nil)
 	h := http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"30"}, "X-Ratelimit-Resource": {"search"}}
 	b.Done(tk, Read(h, now, XRateLimit, 0, false), false, now)
-	_, held := b.Reserve(host, "search", now, time.Minute)
+	_, held := b.Reserve(host, "search", now, time.Minute, nil)
 	require.NotNil(t, held)
 	assert.Equal(t, 30*time.Second, held.Wait)
-	_, held = b.Reserve(host, "repos", now, time.Minute)
+	_, held = b.Reserve(host, "repos", now, time.Minute, nil)
 	assert.Nil(t, held)
 }
 
 // An answer to a send of a window past does not speak for the new one.
 func TestBookStaleAnswer(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "", now, time.Minute)
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
 	answer(&b, tk, 5, 1, now)
-	old, _ := b.Reserve(host, "", now.Add(900*time.Millisecond), time.Minute)
+	old, _ := b.Reserve(host, "", now.Add(900*time.Millisecond), time.Minute, nil)
 	later := now.Add(1100 * time.Millisecond)
-	fresh, h := b.Reserve(host, "", later, time.Minute) // the window turned
+	fresh, h := b.Reserve(host, "", later, time.Minute, nil) // the window turned
 	require.Nil(t, h)
 	answer(&b, old, 0, 1, later) // counted in the old window
-	_, h = b.Reserve(host, "", later, time.Minute)
+	_, h = b.Reserve(host, "", later, time.Minute, nil)
 	assert.Nil(t, h, "the old window's 0 does not hold the new")
 	answer(&b, fresh, 0, 2, later)
-	_, h = b.Reserve(host, "", later, time.Minute)
+	_, h = b.Reserve(host, "", later, time.Minute, nil)
 	assert.NotNil(t, h)
 }
 
@@ -110,7 +112,7 @@ func TestBookBounded(t *testing.T) {
 	var b Book
 	for i := 0; i < MaxScopes+10; i++ {
 		k := Key{Host: "h", Name: fmt.Sprint(i)}
-		tk, _ := b.Reserve(k, "", now.Add(time.Duration(i)), time.Minute)
+		tk, _ := b.Reserve(k, "", now.Add(time.Duration(i)), time.Minute, nil)
 		answer(&b, tk, 1, 1, now.Add(time.Duration(i)))
 	}
 	assert.Equal(t, int32(MaxScopes), b.n.Load())
@@ -118,16 +120,18 @@ func TestBookBounded(t *testing.T) {
 }
 
 // The simulations below run closed loops against a simulated server that
-// states its quota on every answer, in simulated time: the figures the
-// transport's tests measure on a real server, checked here in
-// milliseconds. Each worker sends its next request as soon as the last is
-// answered, unless the Book holds it; a 429 is sent again at once (the
-// Book then holds it).
+// states its quota on every answer, in simulated time: the figures that
+// bench/storm's TestAdvertisedQuotas measures on a real server, checked
+// here in milliseconds. Each worker sends its next request as soon as the
+// last is answered, unless the Book holds it; a 429 is sent again at once
+// (the Book then holds it). An interactive caller of the first client
+// sends one request every 100 ms.
 
 type simServer struct {
-	quota  int
-	window time.Duration
-	bucket bool // a token bucket of quota tokens, refilled over window
+	quota   int
+	window  time.Duration
+	bucket  bool   // a token bucket of quota tokens, refilled over window
+	dialect string // "draft-11" (q and w stated), "draft-07" (no window), "llm" (reset in ms)
 
 	count  map[int64]int // fixed window: sends per window index
 	tokens float64
@@ -135,8 +139,9 @@ type simServer struct {
 }
 
 // serve answers a send arriving at at: whether it was let through, and the
-// count and reset it states.
-func (s *simServer) serve(at time.Duration) (ok bool, r, t int) {
+// header it answers with.
+func (s *simServer) serve(at time.Duration) (bool, http.Header) {
+	ok, r, reset := false, 0, time.Duration(0)
 	if s.bucket {
 		rate := float64(s.quota) / s.window.Seconds()
 		s.tokens = math.Min(float64(s.quota), s.tokens+rate*(at-s.last).Seconds())
@@ -145,22 +150,35 @@ func (s *simServer) serve(at time.Duration) (ok bool, r, t int) {
 			s.tokens--
 			ok = true
 		}
-		return ok, int(s.tokens), int(math.Ceil((float64(s.quota) - s.tokens) / rate))
+		r, reset = int(s.tokens), time.Duration((float64(s.quota)-s.tokens)/rate*float64(time.Second))
+	} else {
+		w := int64(at / s.window)
+		if s.count[w] < s.quota {
+			s.count[w]++
+			ok = true
+		}
+		r, reset = s.quota-s.count[w], time.Duration(w+1)*s.window-at
 	}
-	w := int64(at / s.window)
-	if s.count[w] < s.quota {
-		s.count[w]++
-		ok = true
+	secs := int(math.Ceil(reset.Seconds()))
+	switch s.dialect {
+	case "draft-07":
+		return ok, http.Header{"Ratelimit": {fmt.Sprintf("limit=%d, remaining=%d, reset=%d", s.quota, r, secs)}}
+	case "llm":
+		return ok, http.Header{"X-Ratelimit-Limit-Requests": {fmt.Sprint(s.quota)},
+			"X-Ratelimit-Remaining-Requests": {fmt.Sprint(r)},
+			"X-Ratelimit-Reset-Requests":     {reset.Round(time.Millisecond).String()}}
 	}
-	left := time.Duration(w+1)*s.window - at
-	return ok, s.quota - s.count[w], int(math.Ceil(left.Seconds()))
+	return ok, http.Header{"Ratelimit": {fmt.Sprintf(`"q";r=%d;t=%d`, r, secs)},
+		"Ratelimit-Policy": {fmt.Sprintf(`"q";q=%d;w=%d`, s.quota, int(s.window.Seconds()))}}
 }
 
 type simEvent struct {
 	at       time.Duration
 	client   int
-	worker   int
-	answered bool // false: the worker asks the Book
+	worker   int // -1: the interactive caller
+	answered bool
+	after    *Hold         // the hold the request waited for
+	asked    time.Duration // when the interactive call began
 	tk       Ticket
 	h        http.Header // the answer's header
 	ok       bool        // the answer let the send through
@@ -179,86 +197,160 @@ func (q *simQueue) Pop() interface{} {
 	return e
 }
 
+type simResult struct {
+	sent, refused int
+	took          time.Duration // until the last client's batch ended
+	p99           time.Duration // the interactive caller's
+}
+
 // simulate runs clients closed loops of workers each, n requests per
-// client, against s, with a one-way latency lat; it returns the sends the
-// server refused and the time the last client finished.
-func simulate(s *simServer, clients, workers, n int, lat time.Duration) (refused int, took time.Duration) {
+// client, against s, with a one-way latency between lat and 2 lat (the
+// clients start 30 ms apart), and an interactive caller beside the first
+// client's batch.
+func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResult {
 	s.count, s.tokens = map[int64]int{}, float64(s.quota)
+	rnd := rand.New(rand.NewPCG(1, 2))
 	books := make([]Book, clients)
 	started := make([]int, clients)
 	done := make([]int, clients)
+	dialects := IETF
+	if s.dialect == "llm" {
+		dialects = LLM
+	}
 	q := &simQueue{}
 	for c := 0; c < clients; c++ {
 		for w := 0; w < workers; w++ {
-			heap.Push(q, simEvent{at: time.Duration(c*workers+w) * time.Microsecond, client: c, worker: w})
+			heap.Push(q, simEvent{at: time.Duration(c)*30*time.Millisecond + time.Duration(w)*time.Microsecond, client: c, worker: w})
 			started[c]++
 		}
 	}
+	if clients == 1 {
+		heap.Push(q, simEvent{worker: -1})
+	}
+	var res simResult
+	var latencies []time.Duration
+	finished := 0
 	for q.Len() > 0 {
 		e := heap.Pop(q).(simEvent)
+		if e.at > 10*time.Minute {
+			res.took = e.at
+			break
+		}
 		b, at := &books[e.client], now.Add(e.at)
+		if e.worker < 0 && !e.answered && e.asked == 0 && finished < clients {
+			// The interactive caller's tick: a new call, and the next tick.
+			heap.Push(q, simEvent{at: e.at + 100*time.Millisecond, worker: -1})
+			e.asked = e.at + 1
+		}
 		if !e.answered {
-			tk, h := b.Reserve(host, "", at, time.Minute)
-			if h != nil {
-				heap.Push(q, simEvent{at: e.at + h.Wait, client: e.client, worker: e.worker})
+			if e.worker < 0 && finished == clients {
 				continue
 			}
-			ok, r, t := s.serve(e.at + lat)
-			if !ok {
-				refused++
+			tk, h := b.Reserve(host, "", at, time.Minute, e.after)
+			if h != nil {
+				e.at += h.Wait
+				e.after = h
+				heap.Push(q, e)
+				continue
 			}
-			hdr := http.Header{"Ratelimit": {fmt.Sprintf(`"q";r=%d;t=%d`, r, t)},
-				"Ratelimit-Policy": {fmt.Sprintf(`"q";q=%d;w=%d`, s.quota, int(s.window.Seconds()))}}
-			heap.Push(q, simEvent{at: e.at + 2*lat, client: e.client, worker: e.worker, answered: true, tk: tk, h: hdr, ok: ok})
+			l := lat + time.Duration(rnd.Int64N(int64(lat)+1))
+			ok, hdr := s.serve(e.at + l)
+			res.sent++
+			if !ok {
+				res.refused++
+			}
+			heap.Push(q, simEvent{at: e.at + 2*l, client: e.client, worker: e.worker, answered: true, asked: e.asked, tk: tk, h: hdr, ok: ok})
 			continue
 		}
-		b.Done(e.tk, Read(e.h, at, IETF, 0, false), !e.ok, at)
+		b.Done(e.tk, Read(e.h, at, dialects, 0, false), !e.ok, at)
 		if !e.ok {
-			heap.Push(q, simEvent{at: e.at, client: e.client, worker: e.worker}) // sent again
+			heap.Push(q, simEvent{at: e.at, client: e.client, worker: e.worker, asked: e.asked}) // sent again
+			continue
+		}
+		if e.worker < 0 {
+			latencies = append(latencies, e.at-e.asked+1)
 			continue
 		}
 		done[e.client]++
-		took = max(took, e.at)
+		if done[e.client] == n {
+			finished++
+			res.took = max(res.took, e.at)
+		}
 		if started[e.client] < n {
 			started[e.client]++
 			heap.Push(q, simEvent{at: e.at, client: e.client, worker: e.worker})
 		}
 	}
-	return refused, took
+	slices.Sort(latencies)
+	if len(latencies) > 0 {
+		res.p99 = latencies[len(latencies)*99/100]
+	}
+	return res
 }
 
 // The bars of the issue, in simulated time: 200 requests from 10 workers
-// against 50 per 2 s: at most 2% refused, within 1.15x of (n - quota) /
-// rate; four clients sharing the quota: at most 5%, within 1.25x. Only the
-// fixed window with one client meets them so far; the other rows pin
-// today's figures (bars marked "not yet": the token bucket whose reset is
-// the time to a full bucket, and the fleet's share estimate, are open
-// work, see the branch's report) so that a change that makes them worse
-// fails.
+// against 50 per 2 s, a fixed window or a token bucket: at most 2%
+// refused, within 1.15x of (n - quota) / rate, the interactive caller's
+// p99 within a window. Four clients sharing the quota (50 requests each,
+// as bench/storm runs them, or 200) do not meet theirs yet (at most 5%
+// refused, the last within 1.25x): the rows pin today's figures so that a
+// change that makes them worse fails. Their 429s come in the first window
+// (a client that starts after another has spent it sends its first wave
+// blind) and at each window's turn (the shares' estimates sum to more
+// than 1).
 func TestBookSimulatedBatches(t *testing.T) {
-	tests := []struct {
-		name        string
-		bucket      bool
-		clients     int
-		maxRefused  float64
-		maxSlowdown float64
-	}{
-		{"fixed window", false, 1, 0.02, 1.15},
-		{"token bucket (not yet)", true, 1, 0.03, 1.6},
-		{"fixed window, 4 clients (not yet)", false, 4, 0.16, 1.4},
-		{"token bucket, 4 clients (not yet)", true, 4, 0.07, 1.4},
+	for _, dialect := range []string{"draft-11", "draft-07", "llm"} {
+		for _, bucket := range []bool{false, true} {
+			for _, fleet := range []struct{ clients, n int }{{1, 200}, {4, 50}, {4, 200}} {
+				name := fmt.Sprintf("%s/bucket=%v/%dx%d", dialect, bucket, fleet.clients, fleet.n)
+				t.Run(name, func(t *testing.T) {
+					s := &simServer{quota: 50, window: 2 * time.Second, bucket: bucket, dialect: dialect}
+					r := simulate(s, fleet.clients, 10, fleet.n, 2*time.Millisecond)
+					served := r.sent - r.refused
+					limit := time.Duration(float64(served-s.quota) / 25 * float64(time.Second))
+					share, slowdown := float64(r.refused)/float64(r.sent), r.took.Seconds()/limit.Seconds()
+					t.Logf("%d of %d refused (%.1f%%), %v for a limit of %v (%.2fx), interactive p99 %v",
+						r.refused, r.sent, 100*share, r.took, limit, slowdown, r.p99)
+					maxRefused, maxSlowdown := 0.02, 1.15
+					if fleet.clients > 1 {
+						maxRefused, maxSlowdown = 0.25, 1.45 // not yet: 0.05, 1.25
+					}
+					assert.LessOrEqual(t, share, maxRefused)
+					assert.LessOrEqual(t, slowdown, maxSlowdown)
+					assert.LessOrEqual(t, r.p99, s.window)
+				})
+			}
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := &simServer{quota: 50, window: 2 * time.Second, bucket: tt.bucket}
-			const n = 200
-			refused, took := simulate(s, tt.clients, 10, n, 5*time.Millisecond)
-			total := n * tt.clients
-			limit := time.Duration(float64(total-s.quota) / 25 * float64(time.Second))
-			t.Logf("%d clients: %d of %d refused (%.1f%%), %v for a limit of %v (%.2fx)",
-				tt.clients, refused, total, 100*float64(refused)/float64(total), took, limit, took.Seconds()/limit.Seconds())
-			assert.LessOrEqual(t, float64(refused), tt.maxRefused*float64(total))
-			assert.LessOrEqual(t, took.Seconds(), tt.maxSlowdown*limit.Seconds())
-		})
+}
+
+// A token bucket that states its reset as the time to a full bucket is
+// paced at its rate (here 10 per 2 s: one per 200 ms) once its count is
+// low, rather than held for a whole refill; a fixed window's answer (its
+// count near the quota with the whole window left) is held to its turn.
+func TestBookPacesBucket(t *testing.T) {
+	var b Book
+	at := now
+	for r := 3; r >= 0; r-- { // a bucket: count plus refill until full is the quota
+		tk, h := b.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, h)
+		answer(&b, tk, r, 2, at)
 	}
+	_, h := b.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h)
+	assert.Equal(t, 200*time.Millisecond, h.Wait, "a token's time, not the 2 s to a full bucket")
+	_, h2 := b.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h2)
+	assert.Equal(t, 400*time.Millisecond, h2.Wait, "the next slot")
+	_, h3 := b.Reserve(host, "", at.Add(h.Wait), time.Minute, h)
+	assert.Nil(t, h3, "its slot come, it goes")
+
+	var f Book
+	tk, _ := f.Reserve(host, "", at, time.Minute, nil)
+	answer(&f, tk, 9, 2, at) // a window's start: 9 left and 2 s to go
+	tk, _ = f.Reserve(host, "", at, time.Minute, nil)
+	answer(&f, tk, 0, 2, at)
+	_, h = f.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h)
+	assert.Equal(t, 2*time.Second, h.Wait)
 }
