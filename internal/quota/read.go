@@ -9,7 +9,6 @@ package quota
 
 import (
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -75,16 +74,12 @@ const (
 )
 
 // Advertised reports whether h may state a quota: whether it has a field
-// whose canonical name starts with Ratelimit or X-Ratelimit (every dialect
-// Read reads). It looks at each name once, which costs less than the
-// lookups of Read for a response that states none, the common case.
+// without which Read reads none (RateLimit, RateLimit-Remaining,
+// X-RateLimit-Remaining, x-ratelimit-remaining-requests). Four lookups
+// cost less than Read's for a response that states none, the common case.
 func Advertised(h http.Header) bool {
-	for k := range h {
-		if strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Ratelimit") {
-			return true
-		}
-	}
-	return false
+	return len(h["Ratelimit"]) > 0 || len(h["Ratelimit-Remaining"]) > 0 ||
+		len(h["X-Ratelimit-Remaining"]) > 0 || len(h["X-Ratelimit-Remaining-Requests"]) > 0
 }
 
 // Read returns the quotas that h, the header of a response that arrived

@@ -139,7 +139,8 @@ func FuzzReadIETF(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, rl, policy string) {
-		checkObs(t, Read(http.Header{"Ratelimit": {rl}, "Ratelimit-Policy": {policy}}, now, all, 0, false))
+		h := http.Header{"Ratelimit": {rl}, "Ratelimit-Policy": {policy}}
+		checkObs(t, h, Read(h, now, all, 0, false))
 	})
 }
 
@@ -158,7 +159,7 @@ func FuzzReadLegacy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, limit, remaining, reset, resource string) {
 		for _, p := range []string{"Ratelimit-", "X-Ratelimit-"} {
 			h := http.Header{p + "Limit": {limit}, p + "Remaining": {remaining}, p + "Reset": {reset}, "X-Ratelimit-Resource": {resource}}
-			checkObs(t, Read(h, now, all, 0, false))
+			checkObs(t, h, Read(h, now, all, 0, false))
 		}
 	})
 }
@@ -173,13 +174,16 @@ func FuzzReadLLM(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, limit, remaining, reset string) {
 		h := http.Header{"X-Ratelimit-Limit-Requests": {limit}, "X-Ratelimit-Remaining-Requests": {remaining}, "X-Ratelimit-Reset-Requests": {reset}}
-		checkObs(t, Read(h, now, LLM, 0, false))
+		checkObs(t, h, Read(h, now, LLM, 0, false))
 	})
 }
 
 // checkObs fails t unless obs are bounded and valid.
-func checkObs(t *testing.T, obs []Observation) {
+func checkObs(t *testing.T, h http.Header, obs []Observation) {
 	t.Helper()
+	if len(obs) > 0 && !Advertised(h) {
+		t.Fatalf("Read found %d quotas in a header Advertised passes over: %v", len(obs), h)
+	}
 	if len(obs) > maxMembers {
 		t.Fatalf("%d observations", len(obs))
 	}
