@@ -129,8 +129,12 @@ type RetryBudgetOptions struct {
 // safe for concurrent use. docs/storms.md has its effects and price under
 // each kind of failure, docs/budget-algorithm.md the mechanism.
 type RetryBudget struct {
-	core *budget.Budget // internal/budget: the hosts, their buckets, statistics and windows
-	zero sync.Once      // a RetryBudget not made by NewRetryBudget gets its core on first use
+	core *budget.Budget // internal/budget: the hosts, their buckets, statistics and windows; set by NewRetryBudget only
+
+	// A RetryBudget not made by NewRetryBudget (core nil) gets a state
+	// with the defaults on first use.
+	zero     sync.Once
+	zeroCore *budget.Budget
 }
 
 // NewRetryBudget returns a budget configured by opts. A RetryBudget not
@@ -180,12 +184,17 @@ func (b *RetryBudget) inner() *budget.Budget {
 	if b == nil {
 		return nil
 	}
-	b.zero.Do(func() {
-		if b.core == nil {
-			b.core = NewRetryBudget(RetryBudgetOptions{}).core
-		}
-	})
-	return b.core
+	if b.core != nil {
+		return b.core
+	}
+	return b.made()
+}
+
+// made makes the state of a RetryBudget{} with the defaults, once, and
+// returns it.
+func (b *RetryBudget) made() *budget.Budget {
+	b.zero.Do(func() { b.zeroCore = NewRetryBudget(RetryBudgetOptions{}).core })
+	return b.zeroCore
 }
 
 // defaultBudget is the budget of every Transport without WithRetryBudget.
@@ -199,7 +208,15 @@ var defaultBudget = sync.OnceValue(func() *RetryBudget { return NewRetryBudget(R
 // RetryBudgetOptions and shared by every Transport without this option.
 func WithRetryBudget(b *RetryBudget) Option { return option(withBudget(b)) }
 
-func withBudget(b *RetryBudget) patch { return func(s *settings) { s.budget = b } }
+func withBudget(b *RetryBudget) patch {
+	if b != nil && b.core == nil {
+		// A RetryBudget{}: its state, made with the defaults, shared
+		// with b's own (RetryBudget.Hosts), so that the loop reads core
+		// as it is.
+		b = &RetryBudget{core: b.made()}
+	}
+	return func(s *settings) { s.budget = b }
+}
 
 // retryBudget returns the budget of t, nil when it is turned off.
 func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
@@ -208,7 +225,7 @@ func (t *Transport) retryBudget() *RetryBudget { return t.base().budget }
 // ok if its response is a success (failure.go's success), answered if it
 // brought one.
 func (b *RetryBudget) settle(req *http.Request, ok, answered bool, o *attemptOutcome, l *lease) {
-	b.inner().Settle(req, ok, answered, o, l)
+	b.core.Settle(req, ok, answered, o, l) // set: withBudget resolves a RetryBudget{}
 }
 
 // takeNow claims a hedge of req without waiting (budget.Admit): a token,

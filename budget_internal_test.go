@@ -58,12 +58,12 @@ func TestSendSettledTimesOnSharedClocks(t *testing.T) {
 	assert.Positive(t, o.Latency)
 	assert.Equal(t, time.Minute, o.Timeout)
 
-	before, _ := real.core.Now()
+	before, _ := real.inner().Now()
 	o = send(real)
 	assert.True(t, o.AtKnown, "both real: the end is shared")
 	assert.Positive(t, o.Latency)
 	assert.GreaterOrEqual(t, o.At, before+int64(o.Latency))
-	now, _ := real.core.Now()
+	now, _ := real.inner().Now()
 	assert.LessOrEqual(t, o.At, now)
 
 	WithClock(realClock{})(tr) // a clock set with WithClock, even the real one, is not shared

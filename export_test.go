@@ -65,7 +65,7 @@ func DefaultBudgetOf(t *Transport) *RetryBudget { return t.retryBudget() }
 // WithdrawFor takes a token of req's host, as a retry sent at once that
 // finds one does.
 func WithdrawFor(b *RetryBudget, req *http.Request) bool {
-	v := b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound})
+	v := b.inner().Admit(&budget.Retry{Req: req, Bound: budget.NoBound})
 	return v.Do == budget.Send && v.Lease != (budget.Lease{}) // sent with a token, not free
 }
 
@@ -80,7 +80,7 @@ func DepositFor(b *RetryBudget, req *http.Request, res *http.Response) {
 func HostOf(b *RetryBudget, req *http.Request) HostBudget {
 	want := hostmap.KeyOf(req).String()
 	// A first attempt, let go at once, makes its state if it is missing.
-	b.core.Admit(&budget.Retry{Req: req, First: true})
+	b.inner().Admit(&budget.Retry{Req: req, First: true})
 	for h := range b.Hosts() {
 		if h.Destination == want {
 			return h
@@ -174,7 +174,7 @@ func parks(b *RetryBudget, rawURL string) bool {
 	req := mustRequest(rawURL)
 	for WithdrawFor(b, req) {
 	}
-	return b.core.Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Park
+	return b.inner().Admit(&budget.Retry{Req: req, Bound: budget.NoBound}).Do == budget.Park
 }
 
 // outage puts rawURL's host in an outage: its latest outageStreak (10)

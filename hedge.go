@@ -136,9 +136,12 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	// 1. Attempt 1, on this goroutine, with the hedge timer running; held
 	// first while its advertised quota is spent (quota.go).
 	var q quotaSend
-	if err := t.quotaHold(ctx, &s, caller, 1, &q); err != nil {
-		h.recycle()
-		return nil, quotaEnding(err, 0), err
+	q.on = s.quotaPacing
+	if q.on && (s.quotaScope != nil || !processQuotas.Idle()) {
+		if err := t.quotaHold(ctx, &s, caller, 1, &q); err != nil {
+			h.recycle()
+			return nil, quotaEnding(err, 0), err
+		}
 	}
 	sent, err := t.attemptRequest(&h.body, 1)
 	if err != nil {

@@ -170,10 +170,8 @@ type quotaSend struct {
 // *QuotaWaitError when the wait would pass the maximum delay or the
 // deadline, or with the context's error.
 func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Request, count int, q *quotaSend) error {
-	*q = quotaSend{on: s.quotaPacing}
-	if !q.on {
-		return nil
-	}
+	q.on = true // s.quotaPacing: the caller asks only then (and, with no
+	// scope function, only once a quota is known in the process)
 	if s.quotaScope != nil {
 		q.name = s.quotaScope(req)
 		if len(q.name) > maxScopeName {

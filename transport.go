@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed2409de8f/retryhttp/internal/budget"
+	"github.com/seed2409de8f/retryhttp/internal/quota"
 )
 
 // Attempt describes one attempt at sending a request, as seen by a
@@ -209,20 +210,27 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// the destination's retry budget, and gives back the token of a
 		// retry after a lost connection.
 		var q quotaSend // held while its advertised quota is spent (quota.go)
-		if err := t.quotaHold(ctx, s, req, count, &q); err != nil {
-			l.End(outNeutral, 0, 0)
-			return nil, quotaEnding(err, count-1), err
+		q.on = s.quotaPacing
+		if q.on && (s.quotaScope != nil || !processQuotas.Idle()) {
+			if err := t.quotaHold(ctx, s, req, count, &q); err != nil {
+				l.End(outNeutral, 0, 0)
+				return nil, quotaEnding(err, count-1), err
+			}
 		}
 		sent, err := t.attemptRequest(body, count)
 		if err != nil {
 			l.End(outNeutral, 0, 0)
-			t.quotaDone(req, &q, nil)
+			if q.on {
+				t.quotaDone(req, &q, nil)
+			}
 			return nil, ending{StopError, count - 1}, err
 		}
 		w.reset()
 		o := attemptOutcome{First: count == 1, Refund: refundable}
 		res, err := t.sendSettled(sent, s, &o, &l)
-		t.quotaDone(sent, &q, res)
+		if q.on && (q.asked || res != nil && quota.Advertised(res.Header)) {
+			t.quotaDone(sent, &q, res) // a quota known, or one stated
+		}
 		if o.First && s.hedgeQuantile != 0 {
 			// Adaptive hedging learns from the latency of first
 			// attempts (hedgedelay.go).
@@ -293,14 +301,14 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 	var at int64        // the budget's, if mono
 	mono := false
 	if t.clk == nil && b != nil {
-		at, mono = b.inner().Now()
+		at, mono = b.core.Now()
 	}
 	if !mono {
 		start = t.clock().Now()
 	}
 	res, err := t.send(req, s.attemptTimeout)
 	if mono {
-		o.At, _ = b.inner().Now()
+		o.At, _ = b.core.Now()
 		o.AtKnown = true
 		o.Latency = time.Duration(o.At - at)
 	} else {
@@ -308,8 +316,11 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 	}
 	o.Timeout = s.attemptTimeout
 	if b != nil {
-		o.Stated, o.Pause = t.pauseOf(res)
-		b.settle(req, success(res), res != nil, o, l)
+		ok := success(res)
+		if !ok {
+			o.Stated, o.Pause = t.pauseOf(res)
+		}
+		b.settle(req, ok, res != nil, o, l)
 	}
 	return res, err
 }
