@@ -61,7 +61,7 @@ func TestStormClasses(t *testing.T) {
 	t.Run("bare429", func(t *testing.T) {
 		for _, seed := range seeds {
 			for _, p := range classPolicies() {
-				r := runBare429(seed, p)
+				r := runBare429(p)
 				t.Logf("seed %d %-14s %s", seed, p.name, r)
 			}
 		}
@@ -186,33 +186,13 @@ func runClosedSpells(seed uint64, p olPolicy) closedResult {
 	const workers, each = 70, 40
 	start := time.Now()
 	srv.start.Store(start.UnixNano())
-	var ok atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-				if r, err := client.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, r.Body)
-					_ = r.Body.Close()
-					if r.StatusCode == http.StatusOK {
-						ok.Add(1)
-					}
-				}
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return closedResult{requests: workers * each, ok: int(ok.Load()), attempts: srv.attempts.Load(), took: time.Since(start), extra: stops.String()}
+	ok := closedBatch(client, srv.URL, workers*each, workers)
+	return closedResult{requests: workers * each, ok: ok, attempts: srv.attempts.Load(), took: time.Since(start), extra: stops.String()}
 }
 
 // runBare429: a batch of 200 GETs from 10 workers against a fixed window
 // of 50 requests per 2s whose 429 carries no header the client reads.
-func runBare429(seed uint64, p olPolicy) closedResult {
+func runBare429(p olPolicy) closedResult {
 	var mu sync.Mutex
 	var winStart time.Time
 	var used int
@@ -244,30 +224,9 @@ func runBare429(seed uint64, p olPolicy) closedResult {
 	defer rt.CloseIdleConnections()
 	client := &http.Client{Transport: rt}
 	const n, workers = 200, 10
-	var next, ok atomic.Int64
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= n {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-				if r, err := client.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, r.Body)
-					_ = r.Body.Close()
-					if r.StatusCode == http.StatusOK {
-						ok.Add(1)
-					}
-				}
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	_ = seed
-	return closedResult{requests: n, ok: int(ok.Load()), attempts: attempts.Load(), took: time.Since(start),
+	ok := closedBatch(client, srv.URL, n, workers)
+	return closedResult{requests: n, ok: ok, attempts: attempts.Load(), took: time.Since(start),
 		extra: fmt.Sprintf("429s %d (limit %s) %s", throttled.Load(), ms(time.Duration(n-50)*2*time.Second/50), stops)}
 }
 
@@ -300,4 +259,32 @@ func (c *stopCount) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return fmt.Sprint(c.n)
+}
+
+// closedBatch sends n GETs to url from workers that each wait for an
+// answer before the next, each with a deadline of a minute, and returns
+// how many were answered 200.
+func closedBatch(client *http.Client, url string, n, workers int) int {
+	var next, ok atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if r, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, r.Body)
+					_ = r.Body.Close()
+					if r.StatusCode == http.StatusOK {
+						ok.Add(1)
+					}
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return int(ok.Load())
 }
