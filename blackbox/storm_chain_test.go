@@ -226,10 +226,12 @@ func TestChainDeadTail(t *testing.T) {
 				return
 			}
 			// Each budget that adds retries (one more per hop) adds at most
-			// its probes.
+			// its probes, and may send one retry fewer than its bucket
+			// holds: the retry decided as the tenth failure in a row is
+			// seen parks, token or not.
 			for i := range got {
 				budgets := (tt.want[i] - int64(tt.requests) + 9) / 10
-				assert.GreaterOrEqual(t, got[i], tt.want[i], "S%d", i+1)
+				assert.GreaterOrEqual(t, got[i], tt.want[i]-budgets, "S%d", i+1)
 				assert.LessOrEqual(t, got[i], tt.want[i]+budgets*int64(testkit.MaxProbes), "S%d", i+1)
 			}
 		})
