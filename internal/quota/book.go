@@ -289,7 +289,7 @@ func (p *policy) roll(now time.Time) {
 // that ends: its own sends that the server let through, over what the
 // quota spent meanwhile (all the clients' sends): the quota less the
 // lowest count, for a window it saw begin (it rolled into it) or saw
-// spent (a count of 0: then the share is exact, and the shares of the
+// spent (a fixed window's count of 0: then the share is exact, and the shares of the
 // clients that saw it spent sum to 1, even for a client none of whose
 // sends got through); otherwise what the count fell while it watched,
 // from its first answer (that answer's send included), and, for a
@@ -297,7 +297,7 @@ func (p *policy) roll(now time.Time) {
 // itself; one of four, a quarter. The share is at least one send of the
 // window's quota (up to 64), so that every client sends at each turn.
 func (p *policy) measure(refill float64) {
-	if p.base < 0 || p.own == 0 && p.low > 0 {
+	if p.base < 0 || p.own == 0 && !p.spent() {
 		return
 	}
 	if s, ok := p.estimate(refill); ok {
@@ -309,7 +309,7 @@ func (p *policy) measure(refill float64) {
 // the sends in flight are taken to be counted by the server already.
 func (p *policy) estimate(refill float64) (float64, bool) {
 	spent := float64(p.base-p.low+1) + refill
-	if !p.bucket() && (!p.since.IsZero() || p.low == 0) {
+	if !p.bucket() && (!p.since.IsZero() || p.spent()) {
 		spent = float64(p.quota() - p.low)
 	}
 	if spent <= 0 {
@@ -317,6 +317,11 @@ func (p *policy) estimate(refill float64) (float64, bool) {
 	}
 	return min(max(float64(p.own+int64(p.inFlight))/spent, 1/float64(min(p.quota(), 64))), 1), true
 }
+
+// spent reports whether p's answers showed its fixed window spent (a count
+// of 0) in the measure: its share of the window is then exact. Not for a
+// quota that may be a bucket, whose measure does not span a window.
+func (p *policy) spent() bool { return p.fixed && p.low == 0 }
 
 // quota returns the count a new window is taken to start with: the quota
 // stated, or else the highest count stated, or else 1 (a probe).
@@ -391,13 +396,13 @@ func (p *policy) count(now time.Time) float64 {
 }
 
 // room returns how many more sends p lets go at once: the client's share
-// of the remaining count, less its sends in flight; for a fixed window
-// with half its quota or more left, at least one send when none is in
-// flight (a probe).
+// of the remaining count, less its sends in flight; for a quota whose
+// answers showed a fixed window, with half its quota or more left, at
+// least one send when none is in flight (a probe).
 func (p *policy) room(now time.Time) int64 {
 	c := p.count(now)
 	room := int64(p.share1()*c+1e-9) - int64(p.inFlight)
-	if room < 1 && p.inFlight == 0 && !p.bucket() && 2*c >= float64(p.quota()) {
+	if room < 1 && p.inFlight == 0 && p.fixed && 2*c >= float64(p.quota()) {
 		// A probe: half the window's quota or more is left, which the
 		// share would leave unused if the other clients no longer send.
 		// One at a time, whose answers show whether they do (count1).
@@ -570,12 +575,13 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 		p.base, p.baseAt, p.low = r, now, r
 	}
 	p.low = min(p.low, r)
-	// Probing upward: answers in a row whose count fell by no more than
+	// Probing upward, in a fixed window (a bucket's count rises between
+	// answers): answers in a row whose count fell by no more than
 	// their own send show that the other clients are not sending now (their
 	// batches ended, or they hold for the turn): the quota has room the
 	// share leaves unused. Each run of them doubles the share until the
 	// turn's measure.
-	if !p.bucket() && !throttled && p.prevR >= 0 && r >= p.prevR-1 && r > 0 {
+	if p.fixed && !throttled && p.prevR >= 0 && r >= p.prevR-1 && r > 0 {
 		p.alone++
 		if p.alone >= aloneRun && p.share < 1 {
 			p.share, p.alone = min(1, 2*p.share), 0
