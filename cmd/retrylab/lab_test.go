@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -932,4 +933,73 @@ func TestBlip(t *testing.T) {
 		}
 	}
 	assert.Len(t, blipSection(*res.blip).rows, len(res.blip.rows))
+}
+
+// tinyQuotaSetup is the quota scenario at a scale for the tests: 10
+// requests per 1s window, a batch of 20 from 5 workers (2 processes of 10
+// in the fleet rows), an interactive GET every 500ms.
+func tinyQuotaSetup() quotaSetup {
+	return quotaSetup{limit: 10, window: time.Second, n: 20, workers: 5, every: 500 * time.Millisecond, fleet: 2,
+		dialects: []string{"draft-11"}}
+}
+
+// TestQuota runs the quota scenario at a small scale, each client in a
+// child process of the test binary (quotaChildArg, which TestMain runs).
+// It asserts the window's law and the counts of every row, and what the
+// policies that do not read the fields meet, but no bar for the defaults
+// beyond their success.
+func TestQuota(t *testing.T) {
+	q := tinyQuotaSetup()
+	r, err := quotaRun(context.Background(), q)
+	require.NoError(t, err)
+	require.Len(t, r.rows, 2*len(quotaPolicies()))
+	byName := map[string]quotaRow{}
+	for _, row := range r.rows {
+		name := fmt.Sprintf("%s, %d clients, %s", row.dialect, row.clients, row.policy.name)
+		t.Logf("%s: %d of %d ok, %d served, %d refused, took %v, interactive %d (%d failed) p99 %v",
+			name, row.ok, row.n, row.served, row.refused, row.took, row.interGets, row.interFailed, row.interP99)
+		assert.Equal(t, q.n, row.n, name)
+		assert.LessOrEqual(t, row.ok, int(row.served), name)
+		assert.Positive(t, row.took, name)
+		// A fixed window serves at most its quota in each window the
+		// row's requests touched.
+		windows := int64(row.took/q.window) + 2
+		assert.LessOrEqual(t, row.served, windows*int64(q.limit), name)
+		if row.clients == 1 {
+			assert.Positive(t, row.interGets, name)
+			assert.GreaterOrEqual(t, row.served+row.refused, int64(row.ok+row.interGets-row.interFailed), name)
+		} else {
+			assert.Zero(t, row.interGets, name)
+		}
+		if row.policy.name == defaultsPolicy().name {
+			assert.Equal(t, q.n, row.ok, name)
+		}
+		byName[name] = row
+	}
+	// Five workers that do not read the quota meet its end in every
+	// window; the defaults, paced to it, meet fewer.
+	jitter, defaults := byName["draft-11, 1 clients, full jitter"], byName["draft-11, 1 clients, retryhttp defaults"]
+	assert.Positive(t, jitter.refused)
+	assert.Less(t, defaults.refused, jitter.refused)
+
+	s := quotaSection(r)
+	assert.Len(t, s.rows, len(r.rows))
+	assert.Equal(t, "—", s.rows[len(s.rows)-1][6], "no interactive caller in the fleet rows")
+	require.Len(t, s.charts, 2)
+	for _, c := range s.charts {
+		assertXML(t, c.svg)
+	}
+}
+
+// TestQuotaChild checks the quota child's protocol: a bad job or policy
+// is refused with a message, not run.
+func TestQuotaChild(t *testing.T) {
+	var out, errb bytes.Buffer
+	assert.Equal(t, 2, quotaChildMain(nil, strings.NewReader(`{"policy":"no such policy","n":1,"workers":1,"cap":1000000000}`), &out, &errb))
+	assert.Contains(t, errb.String(), "bad job")
+	errb.Reset()
+	assert.Equal(t, 2, quotaChildMain(nil, strings.NewReader(`{`), &out, &errb))
+	assert.Contains(t, errb.String(), "reading the job")
+	assert.Equal(t, 2, quotaChildMain([]string{"x"}, strings.NewReader(`{}`), &out, &errb))
+	assert.Empty(t, out.String())
 }

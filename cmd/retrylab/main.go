@@ -45,6 +45,12 @@
 //     (random.go, random_run.go). 24 storms take 8-15 minutes, so
 //     -scenario all leaves it out; -storms runs fewer, -storm K runs storm
 //     K alone.
+//   - quota (not part of all): a server that advertises its quota on every
+//     response (50 per 2s window, the IETF fields of draft-11 and
+//     draft-07) and closed-loop batches, one client with an interactive
+//     caller beside it, and 4 client processes sharing the quota; 429s,
+//     time against the quota's limit, the interactive caller's p99
+//     (quota.go). Every client is a process of its own; about 30s.
 //
 // Their rows are retryhttp's defaults, full jitter without a budget, and a
 // policy mimicking go-retryablehttp's defaults. They run in real time at any
@@ -68,6 +74,7 @@
 //	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|ratelimit|blip|all]
 //	    [-clients 200] [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1] [-runs 5]
 //	go run ./cmd/retrylab -scenario random [-seed 1] [-storms 24] [-storm K] [-out retrylab-out]
+//	go run ./cmd/retrylab -scenario quota [-out retrylab-out]
 package main
 
 import (
@@ -90,6 +97,10 @@ var scenarios = []string{"herd", "chain", "overload", "shed", "metastable", "fla
 // randomScenario is the name of the storms drawn at random: -scenario
 // accepts it, all does not run it (24 storms take 8-15 minutes).
 const randomScenario = "random"
+
+// quotaScenario is the name of the advertised quota's scenario: -scenario
+// accepts it, all does not run it (its client processes take about 30s).
+const quotaScenario = "quota"
 
 // config is what a lab run is told by its flags.
 type config struct {
@@ -160,14 +171,17 @@ func (c config) command() string {
 		}
 		return fmt.Sprintf("go run ./cmd/retrylab -scenario random -seed %d -storms %d", c.seed, c.storms)
 	}
+	if c.scenario == quotaScenario {
+		return "go run ./cmd/retrylab -scenario quota"
+	}
 	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g -runs %d",
 		c.scenario, c.clients, c.duration, c.seed, c.timescale, c.blipRuns())
 }
 
 func (c config) validate() error {
 	switch {
-	case c.scenario != "all" && c.scenario != randomScenario && !slices.Contains(scenarios, c.scenario):
-		return fmt.Errorf("unknown -scenario %q: want %s, %s or all", c.scenario, strings.Join(scenarios, ", "), randomScenario)
+	case c.scenario != "all" && c.scenario != randomScenario && c.scenario != quotaScenario && !slices.Contains(scenarios, c.scenario):
+		return fmt.Errorf("unknown -scenario %q: want %s, %s, %s or all", c.scenario, strings.Join(scenarios, ", "), randomScenario, quotaScenario)
 	case c.clients < 1 || c.clients > 5000:
 		return errors.New("-clients must be in [1, 5000]")
 	case c.duration < time.Second || c.duration > time.Minute:
@@ -190,7 +204,8 @@ func main() {
 	}
 	cfg := defaultConfig()
 	flag.StringVar(&cfg.scenario, "scenario", cfg.scenario, "scenario to run: "+strings.Join(scenarios, ", ")+" or all; or "+
-		randomScenario+", storms drawn at random from -seed (not part of all: 24 storms take 8-15 minutes)")
+		randomScenario+", storms drawn at random from -seed (not part of all: 24 storms take 8-15 minutes); or "+
+		quotaScenario+", a server advertising its quota (not part of all: about 30s)")
 	flag.IntVar(&cfg.clients, "clients", cfg.clients, "number of clients (herd, overload; the chain derives its request count from it; "+
 		"below 200, ratelimit and blip shrink in proportion, with -duration below 4s)")
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "how long the clients send requests, per policy (herd, overload; "+
@@ -230,6 +245,7 @@ type results struct {
 	rate     *rateResult
 	blip     *blipResult
 	random   *randomResult
+	quota    *quotaResult
 	report   string // path of index.html
 }
 
@@ -335,6 +351,14 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		}
 		res.blip = &r
 		add(blipSection(r))
+	}
+	if cfg.scenario == quotaScenario {
+		r, err := runQuota(ctx)
+		if err != nil {
+			return res, fmt.Errorf("quota: %w", err)
+		}
+		res.quota = &r
+		add(quotaSection(r))
 	}
 	if cfg.scenario == randomScenario {
 		r, err := runRandom(ctx, w, cfg)

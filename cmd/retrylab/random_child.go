@@ -378,11 +378,17 @@ func childCommandLine(exe, policy string) string {
 	return fmt.Sprintf("%s %s %q < storm.json", exe, childArg, policy)
 }
 
-// mainChild runs childMain if the process was started as a child, and
-// reports whether it was; main and TestMain call it first.
+// mainChild runs childMain (or quotaChildMain) if the process was started
+// as a child of the random (or the quota) scenario, and reports whether it
+// was; main and TestMain call it first.
 func mainChild() (int, bool) {
-	if len(os.Args) < 2 || os.Args[1] != childArg {
+	switch {
+	case len(os.Args) < 2:
 		return 0, false
+	case os.Args[1] == childArg:
+		return childMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr), true
+	case os.Args[1] == quotaChildArg:
+		return quotaChildMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr), true
 	}
-	return childMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr), true
+	return 0, false
 }

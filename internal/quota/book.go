@@ -27,7 +27,10 @@ import (
 // pace rather than wait for a full bucket. The share is 1 for a client
 // alone; several clients that use one quota see the count fall faster
 // than their own sends explain, and each estimates its share as the ratio
-// of the two. docs/ratelimit.md.
+// of the two. A client whose share leaves the quota unused (the others'
+// batches ended) probes it: one send at a time while half a window's
+// quota is left, whose answers, if the count falls by no more than their
+// own sends, double its share. docs/ratelimit.md.
 type Book struct {
 	n      atomic.Int32 // len(scopes): an empty book is read without the lock
 	mu     sync.RWMutex
@@ -88,6 +91,8 @@ type policy struct {
 	baseAt time.Time // when it was stated
 	low    int64     // the lowest count the measure's answers stated
 	own    int64     // the measure's answers that the server let through
+	prevR  int64     // the count the previous answer stated; -1: none
+	alone  int       // answers in a row whose count fell by their own send alone
 }
 
 // Ticket is a send that Reserve let go; pass it to Done with the send's
@@ -241,7 +246,7 @@ func (sc *scope) policy(o Observation) *policy {
 	if len(sc.policies) >= MaxPolicies {
 		return nil
 	}
-	p := &policy{name: o.Policy, routed: o.Routed, share: 1, base: -1}
+	p := &policy{name: o.Policy, routed: o.Routed, share: 1, base: -1, prevR: -1}
 	sc.policies = append(sc.policies, p)
 	return p
 }
@@ -283,12 +288,16 @@ func (p *policy) roll(now time.Time) {
 // measure estimates the client's share of p's quota over the measure
 // that ends: its own sends that the server let through, over what the
 // quota spent meanwhile (all the clients' sends): the quota less the
-// lowest count, for a window it saw begin (it rolled into it); otherwise
-// what the count fell while it watched, from its first answer (that
-// answer's send included), and, for a bucket, what refilled meanwhile
-// (refill). A client alone spent it all itself; one of four, a quarter.
+// lowest count, for a window it saw begin (it rolled into it) or saw
+// spent (a fixed window's count of 0: then the share is exact, and the shares of the
+// clients that saw it spent sum to 1, even for a client none of whose
+// sends got through); otherwise what the count fell while it watched,
+// from its first answer (that answer's send included), and, for a
+// bucket, what refilled meanwhile (refill). A client alone spent it all
+// itself; one of four, a quarter. The share is at least one send of the
+// window's quota (up to 64), so that every client sends at each turn.
 func (p *policy) measure(refill float64) {
-	if p.base < 0 || p.own == 0 {
+	if p.base < 0 || p.own == 0 && !p.spent() {
 		return
 	}
 	if s, ok := p.estimate(refill); ok {
@@ -300,14 +309,19 @@ func (p *policy) measure(refill float64) {
 // the sends in flight are taken to be counted by the server already.
 func (p *policy) estimate(refill float64) (float64, bool) {
 	spent := float64(p.base-p.low+1) + refill
-	if !p.since.IsZero() && !p.bucket() {
+	if !p.bucket() && (!p.since.IsZero() || p.spent()) {
 		spent = float64(p.quota() - p.low)
 	}
 	if spent <= 0 {
 		return 0, false
 	}
-	return min(max(float64(p.own+int64(p.inFlight))/spent, 1.0/64), 1), true
+	return min(max(float64(p.own+int64(p.inFlight))/spent, 1/float64(min(p.quota(), 64))), 1), true
 }
+
+// spent reports whether p's answers showed its fixed window spent (a count
+// of 0) in the measure: its share of the window is then exact. Not for a
+// quota that may be a bucket, whose measure does not span a window.
+func (p *policy) spent() bool { return p.fixed && p.low == 0 }
 
 // quota returns the count a new window is taken to start with: the quota
 // stated, or else the highest count stated, or else 1 (a probe).
@@ -366,6 +380,11 @@ func (p *policy) share1() float64 {
 	return p.share
 }
 
+// aloneRun is how many answers in a row, each stating a count fallen by
+// no more than its own send, double a share (count1); with 4, the
+// simulated fleets (TestBookSimulatedBatches) met more 429s.
+const aloneRun = 8
+
 // count returns the count p has at now: as stated, and for a bucket, with
 // what refilled since.
 func (p *policy) count(now time.Time) float64 {
@@ -377,9 +396,19 @@ func (p *policy) count(now time.Time) float64 {
 }
 
 // room returns how many more sends p lets go at once: the client's share
-// of the remaining count, less its sends in flight.
+// of the remaining count, less its sends in flight; for a quota whose
+// answers showed a fixed window, with half its quota or more left, at
+// least one send when none is in flight (a probe).
 func (p *policy) room(now time.Time) int64 {
-	return int64(p.share1()*p.count(now)) - int64(p.inFlight)
+	c := p.count(now)
+	room := int64(p.share1()*c+1e-9) - int64(p.inFlight)
+	if room < 1 && p.inFlight == 0 && p.fixed && 2*c >= float64(p.quota()) {
+		// A probe: half the window's quota or more is left, which the
+		// share would leave unused if the other clients no longer send.
+		// One at a time, whose answers show whether they do (count1).
+		return 1
+	}
+	return room
 }
 
 // hold returns how long a request must wait for p at now: zero if p has
@@ -546,6 +575,21 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 		p.base, p.baseAt, p.low = r, now, r
 	}
 	p.low = min(p.low, r)
+	// Probing upward, in a fixed window (a bucket's count rises between
+	// answers): answers in a row whose count fell by no more than
+	// their own send show that the other clients are not sending now (their
+	// batches ended, or they hold for the turn): the quota has room the
+	// share leaves unused. Each run of them doubles the share until the
+	// turn's measure.
+	if p.fixed && !throttled && p.prevR >= 0 && r >= p.prevR-1 && r > 0 {
+		p.alone++
+		if p.alone >= aloneRun && p.share < 1 {
+			p.share, p.alone = min(1, 2*p.share), 0
+		}
+	} else {
+		p.alone = 0
+	}
+	p.prevR = r
 	// Within the measure: a share clearly below the estimate counts at
 	// once (a fleet's first window, where each client took itself to be
 	// alone).

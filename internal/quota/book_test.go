@@ -294,10 +294,12 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 // p99 within a window. Four clients sharing the quota (50 requests each,
 // as bench/storm runs them, or 200) do not meet theirs yet (at most 5%
 // refused, the last within 1.25x): the rows pin today's figures so that a
-// change that makes them worse fails. Their 429s come in the first window
-// (a client that starts after another has spent it sends its first wave
-// blind) and at each window's turn (the shares' estimates sum to more
-// than 1).
+// change that makes them worse fails (4x50: 11.5-14.2% refused,
+// 1.08-1.38x; 4x200: 3.1-7.7%, 1.04-1.07x). Most of their 429s come in the first
+// window, 26-30 in every row: the clients start 30 ms apart, and one that
+// starts after another has spent the window sends its first wave blind.
+// 4x50's time is lost in the windows where a client's batch has ended and
+// the others' shares have yet to grow into what it left.
 func TestBookSimulatedBatches(t *testing.T) {
 	for _, dialect := range []string{"draft-11", "draft-07", "llm"} {
 		for _, bucket := range []bool{false, true} {
@@ -312,8 +314,11 @@ func TestBookSimulatedBatches(t *testing.T) {
 					t.Logf("%d of %d refused (%.1f%%), %v for a limit of %v (%.2fx), interactive p99 %v",
 						r.refused, r.sent, 100*share, r.took, limit, slowdown, r.p99)
 					maxRefused, maxSlowdown := 0.02, 1.15
-					if fleet.clients > 1 {
-						maxRefused, maxSlowdown = 0.25, 1.45 // not yet: 0.05, 1.25
+					switch { // not yet the issue's: 0.05, 1.25
+					case fleet.clients > 1 && fleet.n == 50:
+						maxRefused, maxSlowdown = 0.15, 1.40
+					case fleet.clients > 1:
+						maxRefused, maxSlowdown = 0.08, 1.10
 					}
 					assert.LessOrEqual(t, share, maxRefused)
 					assert.LessOrEqual(t, slowdown, maxSlowdown)
