@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,8 +93,11 @@ func loggingShouldRetry(a retryhttp.Attempt) bool {
 func loggingDelay(a retryhttp.Attempt) time.Duration {
 	d := retryhttp.DefaultDelayFn(a)
 	why := fmt.Sprintf("full-jitter backoff, drawn from [0, %v)", backoffCeiling(a.Count))
-	if a.Res != nil && a.Res.Header.Get("Retry-After") != "" {
-		why = "Retry-After: " + a.Res.Header.Get("Retry-After") + " ±1/3"
+	if ra := retryAfter(a); ra > 0 {
+		// The transport never retries before the pause the server
+		// stated: a shorter draw is waited up to it.
+		why = fmt.Sprintf("Retry-After: %v ±1/3, never less than %v", ra, ra)
+		d = max(d, ra)
 	}
 	fmt.Printf("    client: attempt %d got %s; retry %d in %v (%s)\n",
 		a.Count, outcome(a), a.Count, d.Round(time.Millisecond), why)
@@ -243,4 +247,16 @@ func run(client *http.Client, baseURL string, s step, srv *flakyServer) error {
 			s.wantStatus, s.wantAttempts, res.StatusCode, attempts)
 	}
 	return nil
+}
+
+// retryAfter returns the pause a's response states in whole seconds, or 0.
+func retryAfter(a retryhttp.Attempt) time.Duration {
+	if a.Res == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(a.Res.Header.Get("Retry-After"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }
