@@ -152,18 +152,7 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 		h.paused(at, o.Stated) // lane.go
 	}
 	if l != nil && l.lane && l.held {
-		l.held = false
-		out := outcomeOf(ok)
-		if o.Neutral || !answered && req.Context().Err() != nil {
-			out = SlotNeutral
-		}
-		h.mu.Lock()
-		slowed := h.laneSettle(at, l.seq, out, o.Pause, l.hold)
-		h.step(at, input{ev: evPoke})
-		h.mu.Unlock()
-		if slowed {
-			h.withdraw() // the lane's retries that fail spend the bucket
-		}
+		h.laneAnswered(at, l, ok, o.Neutral || !answered && req.Context().Err() != nil, o.Pause)
 	}
 	switch {
 	case !ok && o.First && answered && h.stats.streak.Load() < outageStreak:
@@ -197,6 +186,25 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 		h.mu.Lock()
 		h.step(at, input{ev: evPoke})
 		h.mu.Unlock()
+	}
+}
+
+// laneAnswered records the answer to a retry the pause lane released
+// with l (lane.go laneSettle): ok if it succeeded, neutral if cancelled
+// (it says nothing of the host), pause if the host asked for a pause
+// again. The lane's retries that slow its pace spend a token.
+func (h *host) laneAnswered(at int64, l *Lease, ok, neutral, pause bool) {
+	l.held = false
+	out := outcomeOf(ok)
+	if neutral {
+		out = SlotNeutral
+	}
+	h.mu.Lock()
+	slowed := h.laneSettle(at, l.seq, out, pause, l.hold)
+	h.step(at, input{ev: evPoke})
+	h.mu.Unlock()
+	if slowed {
+		h.withdraw() // the lane's retries that fail spend the bucket
 	}
 }
 

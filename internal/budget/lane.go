@@ -177,61 +177,74 @@ func (h *host) laneSettle(at int64, seq uint64, out SlotOutcome, pause, hold boo
 		// Released before the pace was last slowed down: sent at the
 		// old pace, it says nothing of the new one.
 	case out == SlotOK:
-		l.markOK++
-		if stated := h.pause.stated.Load(); l.gap > 0 && !l.probing && !hold && at-h.pause.last.Load() > stated {
-			// No pause answered to anyone for as long as the latest
-			// pause stated: the host has room again (a rate limiter
-			// refilled); find its pace again, halving per success.
-			l.probing = true
-		}
-		switch {
-		case l.gap == 0:
-		case l.probing:
-			l.gap = max(l.gap/2, time.Millisecond)
-		default:
-			l.gap = max(time.Duration(float64(l.gap)*laneGapShrink), time.Millisecond)
-		}
-		if l.gap > 0 {
-			l.next = min(l.next, l.last+int64(l.gap))
-		}
+		h.laneSped(at, hold)
 	default:
 		slowed = true
 		l.slowedAt = l.released
-		if !pause {
-			break // not a pause: the outage's rules, not the lane's pace
+		if pause { // else the outage's rules, not the lane's pace
+			h.laneSlowed(at)
 		}
-		span := time.Duration(at - l.mark)
-		switch {
-		case l.gap == 0:
-			// The host accepted markOK retries after the pause it
-			// stated (or since it first asked for one).
-			span = time.Duration(h.pause.stated.Load())
-			if span <= 0 {
-				span = time.Duration(at - h.pause.since.Load())
-			}
-			l.gap = span / time.Duration(max(l.markOK+h.firstOKSince(at-int64(span), at), 1))
-			l.probing = true
-		case l.markOK >= 2:
-			// What the host accepted between two pauses: its pace.
-			l.gap = span / time.Duration(l.markOK)
-			l.probing = false
-		default:
-			l.gap *= 2
-			l.probing = false
-		}
-		// The gap never exceeds the pause stated; a host that states
-		// none (a bare 429) is probed at least once per MaxWait: its
-		// 429 says "later", and the lane's pace finds when.
-		if stated := time.Duration(h.pause.stated.Load()); stated > 0 {
-			l.gap = min(l.gap, stated)
-		} else {
-			l.gap = min(l.gap, h.maxWait)
-		}
-		l.gap = max(l.gap, time.Millisecond)
-		l.next = at + int64(l.gap)
-		l.mark, l.markOK = at, 0
 	}
 	return slowed
+}
+
+// laneSped shortens the lane's gap after a released retry succeeded at
+// time at (hold: its caller held for the stated pause). Requires h.mu.
+func (h *host) laneSped(at int64, hold bool) {
+	l := &h.lane
+	l.markOK++
+	if stated := h.pause.stated.Load(); l.gap > 0 && !l.probing && !hold && at-h.pause.last.Load() > stated {
+		// No pause answered to anyone for as long as the latest pause
+		// stated: the host has room again (a rate limiter refilled);
+		// find its pace again, halving per success.
+		l.probing = true
+	}
+	switch {
+	case l.gap == 0:
+	case l.probing:
+		l.gap = max(l.gap/2, time.Millisecond)
+	default:
+		l.gap = max(time.Duration(float64(l.gap)*laneGapShrink), time.Millisecond)
+	}
+	if l.gap > 0 {
+		l.next = min(l.next, l.last+int64(l.gap))
+	}
+}
+
+// laneSlowed sets the lane's gap after a released retry was answered with
+// a pause at time at: the pace the host accepted. Requires h.mu.
+func (h *host) laneSlowed(at int64) {
+	l := &h.lane
+	span := time.Duration(at - l.mark)
+	switch {
+	case l.gap == 0:
+		// The host accepted markOK retries after the pause it stated
+		// (or since it first asked for one).
+		span = time.Duration(h.pause.stated.Load())
+		if span <= 0 {
+			span = time.Duration(at - h.pause.since.Load())
+		}
+		l.gap = span / time.Duration(max(l.markOK+h.firstOKSince(at-int64(span), at), 1))
+		l.probing = true
+	case l.markOK >= 2:
+		// What the host accepted between two pauses: its pace.
+		l.gap = span / time.Duration(l.markOK)
+		l.probing = false
+	default:
+		l.gap *= 2
+		l.probing = false
+	}
+	// The gap never exceeds the pause stated; a host that states none (a
+	// bare 429) is probed at least once per MaxWait: its 429 says
+	// "later", and the lane's pace finds when.
+	if stated := time.Duration(h.pause.stated.Load()); stated > 0 {
+		l.gap = min(l.gap, stated)
+	} else {
+		l.gap = min(l.gap, h.maxWait)
+	}
+	l.gap = max(l.gap, time.Millisecond)
+	l.next = at + int64(l.gap)
+	l.mark, l.markOK = at, 0
 }
 
 // firstOKSince counts the first attempts of h that succeeded from time

@@ -193,60 +193,20 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 	}
 	switch in.ev {
 	case evPark:
-		if in.w.lane {
-			h.lane.queue.push(in.w)
-		} else {
-			p.queue.push(in.w)
-		}
+		h.queueOf(in.w).push(in.w)
 	case evLeave:
 		if in.w.state == WaitParked {
-			if in.w.lane {
-				h.lane.queue.remove(in.w)
-			} else {
-				p.queue.remove(in.w)
-			}
+			h.queueOf(in.w).remove(in.w)
 			in.w.state = WaitLeft
 		}
 	case evSettle:
-		p.inFlight--
-		p.lastSettle = at
-		limit, _, _ := h.windowCap(at) // also refreshes p.lastMinLat
-		if in.out == SlotOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
-			in.out = SlotFailed // a success, but queued: the host is full
-		}
-		switch {
-		case in.out == SlotOK:
-			p.grow(limit)
-			// While the host's own traffic is too thin to pace by (the
-			// gate's sample: a closed loop whose callers all wait sends
-			// none), the answer releases the next: parked retries drain
-			// as fast as the host answers them.
-			if h.thin(at) {
-				p.credit = min(p.credit+1, releaseShare)
-			}
-		case in.out == SlotFailed && in.seq > p.halvedAt:
-			// Halve once per round: retries released before the last
-			// halving were sent into the old window.
-			p.ssthresh = max(p.window/2, 1)
-			p.window = p.ssthresh
-			p.halvedAt = p.released
-		}
+		h.settleSlot(at, in)
 	case evTake:
 		if limit, _, _ := h.windowCap(at); p.queue.n == 0 && float64(p.inFlight) < min(p.window, limit) && h.gate(at) {
 			granted, seq = true, p.take()
 		}
 	case evFail:
-		for _, q := range []*waitQueue{&p.queue, &h.lane.queue} {
-			for w := q.head; w != nil; {
-				next := w.next
-				if w.owner == in.owner {
-					q.remove(w)
-					w.state = WaitFailed
-					w.ring()
-				}
-				w = next
-			}
-		}
+		h.failOwner(in.owner)
 	case evPoke:
 	}
 	// Release, first come first served, while the gate is open, at the
@@ -267,6 +227,62 @@ func (h *host) step(at int64, in input) (granted bool, seq uint64) {
 	h.lanes.Store(int32(h.lane.queue.n + h.lane.inFlight))
 	h.window.Store(int32(p.window))
 	return granted, seq
+}
+
+// queueOf returns the queue w waits in: the pause lane's, or the outage's.
+// Requires h.mu.
+func (h *host) queueOf(w *Waiter) *waitQueue {
+	if w.lane {
+		return &h.lane.queue
+	}
+	return &h.p.queue
+}
+
+// settleSlot gives back the slot of an attempt that held one (evSettle),
+// and moves the window with its outcome: it grows with a success, and
+// halves, once per round, with a failure or a success that queued.
+// Requires h.mu.
+func (h *host) settleSlot(at int64, in input) {
+	p := &h.p
+	p.inFlight--
+	p.lastSettle = at
+	limit, _, _ := h.windowCap(at) // also refreshes p.lastMinLat
+	if in.out == SlotOK && p.lastMinLat > 0 && in.lat > congested(p.lastMinLat, in.timeout) {
+		in.out = SlotFailed // a success, but queued: the host is full
+	}
+	switch {
+	case in.out == SlotOK:
+		p.grow(limit)
+		// While the host's own traffic is too thin to pace by (the
+		// gate's sample: a closed loop whose callers all wait sends
+		// none), the answer releases the next: parked retries drain as
+		// fast as the host answers them.
+		if h.thin(at) {
+			p.credit = min(p.credit+1, releaseShare)
+		}
+	case in.out == SlotFailed && in.seq > p.halvedAt:
+		// Halve once per round: retries released before the last
+		// halving were sent into the old window.
+		p.ssthresh = max(p.window/2, 1)
+		p.window = p.ssthresh
+		p.halvedAt = p.released
+	}
+}
+
+// failOwner fails at once the waiters of owner, in both queues: their
+// circuit opened (evFail). Requires h.mu.
+func (h *host) failOwner(owner any) {
+	for _, q := range []*waitQueue{&h.p.queue, &h.lane.queue} {
+		for w := q.head; w != nil; {
+			next := w.next
+			if w.owner == owner {
+				q.remove(w)
+				w.state = WaitFailed
+				w.ring()
+			}
+			w = next
+		}
+	}
 }
 
 // congested returns the latency above which a successful retry counts as
