@@ -319,6 +319,7 @@ func (t *Transport) sendSettled(req *http.Request, s *settings, o *attemptOutcom
 		ok := success(res)
 		if !ok {
 			o.Stated, o.Pause = t.pauseOf(res)
+			o.Limit = o.Pause && res.StatusCode == http.StatusTooManyRequests
 		}
 		b.settle(req, ok, res != nil, o, l)
 	}

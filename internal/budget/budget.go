@@ -111,6 +111,7 @@ type Outcome struct {
 	AtKnown bool          // else Settle reads the clock
 	Pause   bool          // its response asked for a pause (a 429, Retry-After, a rate-limit reset)
 	Stated  time.Duration // the pause it stated, if any
+	Limit   bool          // the pause is a 429's: the server limits the client's rate
 }
 
 // Settle records the outcome of an attempt that sent req: ok if it
@@ -149,7 +150,7 @@ func (b *Budget) Settle(req *http.Request, ok, answered bool, o *Outcome, l *Lea
 		at = b.clock()
 	}
 	if o.Pause {
-		h.paused(at, o.Stated) // lane.go
+		h.paused(at, o.Stated, o.Limit) // lane.go
 	}
 	if l != nil && l.lane && l.held {
 		h.laneAnswered(at, l, ok, o.Neutral || !answered && req.Context().Err() != nil, o.Pause)

@@ -43,10 +43,7 @@ func (st *hostStats) record(at int64, ok, first bool, latency time.Duration) {
 			st.streak.Store(0)
 			st.unseen.Store(0)
 		}
-	} else if at-int64(latency) >= st.lastOK.Load() {
-		// A failure of an attempt sent before the host's latest success
-		// (one that timed out as the host recovered) tells nothing new:
-		// it neither extends a run of failures nor counts as heard.
+	} else {
 		st.lastFail.Store(at)
 		st.streak.Add(1)
 	}

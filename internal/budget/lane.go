@@ -77,6 +77,7 @@ type pauseState struct {
 	last   atomic.Int64 // of the latest pause answer
 	until  atomic.Int64 // when the latest stated pause runs out (Waiter.hold)
 	stated atomic.Int64 // the latest stated pause, nanoseconds
+	limit  atomic.Bool  // the latest pause answer was a 429: the server limits the rate
 }
 
 // held reports whether h's server stated a pause that has not run out
@@ -101,8 +102,9 @@ func (b *Budget) laneETA(h *host) time.Duration {
 
 // paused records that an attempt of h was answered with a pause of stated
 // (zero: none stated) at time at.
-func (h *host) paused(at int64, stated time.Duration) {
+func (h *host) paused(at int64, stated time.Duration, limit bool) {
 	ps := &h.pause
+	ps.limit.Store(limit)
 	if ps.since.Load() == 0 || !h.inPause(at) {
 		ps.since.Store(max(at, 1))
 	}
@@ -126,7 +128,7 @@ func (h *host) laneStep(at int64) {
 		switch {
 		case w.hold && at < h.pause.until.Load(),
 			at < l.next && !w.timeless,
-			l.gap == 0 && l.inFlight > 0:
+			l.gap == 0 && l.inFlight >= h.laneRoom():
 			return
 		}
 		l.queue.pop()
@@ -155,10 +157,24 @@ func (h *host) laneWake(w *Waiter) int64 {
 	if w.hold {
 		wake = max(wake, h.pause.until.Load())
 	}
-	if l.gap == 0 && l.inFlight > 0 && !w.hold {
+	if l.gap == 0 && l.inFlight >= h.laneRoom() && !w.hold {
 		return 0
 	}
 	return wake
+}
+
+// laneRoom returns how many of the lane's releases may be in flight while
+// its pace is not known. A rate limiter's (the latest pause answer was a
+// 429): one, each answer releasing the next, so that it is probed, not
+// flooded. A host that asked for a pause for want of room (a 503 with
+// Retry-After): one, doubling with each success since its latest pause
+// answer, so that a host whose pause is over is not drained
+// one answer at a time. Requires h.mu.
+func (h *host) laneRoom() int {
+	if h.pause.limit.Load() {
+		return 1
+	}
+	return 1 << min(h.lane.markOK, 10)
 }
 
 // laneSettle records the answer to a retry the lane released at time at:

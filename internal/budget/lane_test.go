@@ -24,7 +24,7 @@ func newLaneFixture(t *testing.T) *laneFixture {
 	c := newFakeClock()
 	b := New(testConfig(), c)
 	req := httptest.NewRequest(http.MethodGet, "http://api.test/", nil)
-	b.Settle(req, false, true, &Outcome{First: true, Pause: true, Stated: time.Second}, nil)
+	b.Settle(req, false, true, &Outcome{First: true, Pause: true, Limit: true, Stated: time.Second}, nil)
 	return &laneFixture{t: t, clock: c, b: b, h: b.hostOf(req), req: req}
 }
 
@@ -62,7 +62,7 @@ func (f *laneFixture) next() {
 // answer settles the attempt a lane lease sent: ok, or a 429 with
 // Retry-After: 1.
 func (f *laneFixture) answer(l Lease, ok bool) {
-	o := &Outcome{Pause: !ok}
+	o := &Outcome{Pause: !ok, Limit: !ok}
 	if !ok {
 		o.Stated = time.Second
 	}
@@ -209,7 +209,7 @@ func TestLaneFirstPaceCountsFirstAttempts(t *testing.T) {
 func TestLaneAliveByPause(t *testing.T) {
 	f := newLaneFixture(t)
 	f.clock.advance(10 * time.Second) // no success since long before
-	f.b.Settle(f.req, false, true, &Outcome{First: true, Pause: true, Stated: time.Second}, nil)
+	f.b.Settle(f.req, false, true, &Outcome{First: true, Pause: true, Limit: true, Stated: time.Second}, nil)
 	w := f.b.laneWaiter(f.h, true, f.clock)
 	require.True(t, f.b.enqueue(f.h, w))
 	st := w.Check()
@@ -263,4 +263,23 @@ func TestLaneHeldCallersDoNotEndThePause(t *testing.T) {
 	require.Len(t, ls, 1)
 	f.answer(ls[0], true)
 	assert.Equal(t, 95*time.Millisecond, f.h.lane.gap, "a twentieth, not a half")
+}
+
+// TestLaneSlowStartAfterAnUnavailablePause: a host that asked for a pause
+// for want of room (a 503 with Retry-After, not a 429) gets its lane's
+// releases one, then two, then four at a time as they succeed, until one
+// is answered with a pause: a host whose pause is over is not drained one
+// answer at a time. A rate limiter's (TestLanePaceLearnedFromAnswers) is
+// probed one at a time.
+func TestLaneSlowStartAfterAnUnavailablePause(t *testing.T) {
+	f := newLaneFixture(t)
+	f.b.Settle(f.req, false, true, &Outcome{First: true, Pause: true, Stated: time.Second}, nil) // a 503's pause
+	ws := f.wait(20)
+	for _, want := range []int{1, 2, 8, 9} { // 9: the rest of the 20
+		ls := f.released(ws)
+		require.Len(t, ls, want)
+		for _, l := range ls {
+			f.b.Settle(f.req, true, true, &Outcome{}, &l)
+		}
+	}
 }
