@@ -17,8 +17,8 @@ import (
 //   - Until one of them is answered with a pause, one at a time: each
 //     answer releases the next, so that a closed loop whose every caller
 //     waits drains as fast as the host answers; for a host that asked for
-//     a pause for want of room (a 503, not a 429), one more in flight with
-//     each success (laneRoom).
+//     a pause for want of room (a 503, not a 429), twice as many in
+//     flight with each success (laneRoom).
 //   - At the first pause answer, the host accepted the retries released so
 //     far in the pause it stated, and the first attempts it let through
 //     meanwhile (as far back as its statistics go: the callers the lane
