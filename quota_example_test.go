@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -63,4 +64,37 @@ func ExampleWithQuotaScope() {
 	// model-b 200
 	// model-a held for 1m0s
 	// model-a 200
+}
+
+// A server whose quota is spent until its window turns in an hour: the
+// next request is not sent, and fails at once with a *QuotaWaitError that
+// carries the wait the server stated, rather than sleep past the caller's
+// patience (WithMaxDelay, 60s by default, or its deadline).
+func ExampleQuotaWaitError() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit-Policy", `"hourly";q=1;w=3600`)
+		w.Header().Set("RateLimit", `"hourly";r=0;t=3600`)
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: retryhttp.New()}
+
+	res, err := client.Get(srv.URL) // spends the quota
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.Body.Close()
+	fmt.Println("first:", res.StatusCode)
+
+	_, err = client.Get(srv.URL)
+	var qe *retryhttp.QuotaWaitError
+	fmt.Println("second sent:", !errors.As(err, &qe))
+	fmt.Println("quota exhausted:", errors.Is(err, retryhttp.ErrQuotaExhausted))
+	fmt.Println("window turns in about:", qe.Wait.Round(time.Hour))
+	// Output:
+	// first: 200
+	// second sent: false
+	// quota exhausted: true
+	// window turns in about: 1h0m0s
 }
