@@ -47,7 +47,13 @@ import (
 //
 //	cd bench/storm && go test -run TestAdvertisedQuotas -count=1 -v .
 //
-// -run 'TestAdvertisedQuotas/bucket/draft-11' picks rows.
+// -run 'TestAdvertisedQuotas/bucket/draft-11' picks rows. The dialect
+// x-ratelimit-floor states the epoch second its window turns in truncated
+// (x-ratelimit rounds it up): a server that states its turn up to a second
+// early. QUOTA_TRACE=file has the server write a line per request: the
+// milliseconds since it started, the sender (a client process's pid, or
+// "i" for the interactive caller), whether it was served, and the count
+// and reset (ms) it stated.
 func TestAdvertisedQuotas(t *testing.T) {
 	if os.Getenv("QUOTA_CLIENT_URL") != "" {
 		quotaClientProcess(t)
@@ -59,7 +65,7 @@ func TestAdvertisedQuotas(t *testing.T) {
 	}
 	var rows []quotaRow
 	defer func() { logQuotaRows(t, rows) }()
-	dialects := []string{"draft-11", "draft-07", "ratelimit-06", "x-ratelimit", "llm"}
+	dialects := []string{"draft-11", "draft-07", "ratelimit-06", "x-ratelimit", "llm", "x-ratelimit-floor"}
 	for _, bucket := range []bool{false, true} {
 		for _, dialect := range dialects {
 			shape := "window"
@@ -202,6 +208,7 @@ type advertisingServer struct {
 	mu              sync.Mutex
 	served, refused int
 	first           time.Time // the first request's arrival
+	trace           *os.File  // QUOTA_TRACE: a line per request
 }
 
 func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisingServer {
@@ -212,6 +219,12 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 	tokens, last := float64(limit), start
 	var used int
 	var index int64
+	if path := os.Getenv("QUOTA_TRACE"); path != "" {
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		s.trace = f
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		now := time.Now()
@@ -246,6 +259,9 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 		} else {
 			s.refused++
 		}
+		if s.trace != nil {
+			fmt.Fprintf(s.trace, "%d %s %v %d %d\n", now.Sub(start).Milliseconds(), r.Header.Get("X-Quota-Client"), ok, remaining, reset.Milliseconds())
+		}
 		s.mu.Unlock()
 		secs := int(math.Ceil(reset.Seconds()))
 		h := w.Header()
@@ -263,6 +279,10 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 			h.Set("X-RateLimit-Limit", strconv.Itoa(limit))
 			h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
 			h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(reset).Unix()+1, 10)) // an epoch, as GitHub's
+		case "x-ratelimit-floor": // the epoch second the window turns in, truncated
+			h.Set("X-RateLimit-Limit", strconv.Itoa(limit))
+			h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(reset).Unix(), 10))
 		case "llm":
 			h.Set("X-RateLimit-Limit-Requests", strconv.Itoa(limit))
 			h.Set("X-RateLimit-Remaining-Requests", strconv.Itoa(remaining))
@@ -305,7 +325,9 @@ func runBatch(url, dialect string, n, workers int) int {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				res, err := c.Get(url + "/v1/batch")
+				req, _ := http.NewRequest(http.MethodGet, url+"/v1/batch", nil)
+				req.Header.Set("X-Quota-Client", strconv.Itoa(os.Getpid()))
+				res, err := c.Do(req)
 				if err != nil {
 					continue
 				}
@@ -349,7 +371,9 @@ func startInteractive(url, dialect string) *interactive {
 			go func() {
 				defer calls.Done()
 				begin := time.Now()
-				res, err := c.Get(url + "/v1/interactive")
+				ireq, _ := http.NewRequest(http.MethodGet, url+"/v1/interactive", nil)
+				ireq.Header.Set("X-Quota-Client", "i")
+				res, err := c.Do(ireq)
 				ok := err == nil && res.StatusCode == http.StatusOK
 				if err == nil {
 					res.Body.Close()
@@ -392,6 +416,7 @@ func runClientProcess(t *testing.T, url, dialect string) clientReport {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdvertisedQuotas$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "QUOTA_CLIENT_URL="+url, "QUOTA_CLIENT_DIALECT="+dialect)
+	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, string(out))
 	var r clientReport
