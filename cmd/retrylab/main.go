@@ -54,7 +54,7 @@
 //     draft-11, and the window in draft-11 whose 429s carry Retry-After
 //     (the fleet: draft-11's window); -quota-all runs every combination
 //     (window and bucket, the five dialects, 429 with and without
-//     Retry-After, each with a fleet; about 6 minutes). Every client is a
+//     Retry-After, each with a fleet; about 5 minutes). Every client is a
 //     process of its own; about 30s.
 //
 // Their rows are retryhttp's defaults, full jitter without a budget, and a
@@ -228,7 +228,7 @@ func main() {
 	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
 	flag.IntVar(&cfg.runs, "runs", cfg.runs, "how many times blip runs each of its variants; 0: 5, fewer when -clients and -duration shrink the run")
 	flag.BoolVar(&cfg.quotaAll, "quota-all", cfg.quotaAll, "quota: run every combination (window and bucket, each dialect, 429 with and "+
-		"without Retry-After), each with a fleet of 4, instead of the default run's rows (about 6 minutes)")
+		"without Retry-After), each with a fleet of 4, instead of the default run's rows (about 5 minutes)")
 	// go run builds the program in a cache directory, whose path os.Args[0]
 	// would print as the program's name: the usage names it as it is run.
 	flag.Usage = func() {
