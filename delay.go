@@ -76,8 +76,10 @@ type CustomizedDelayFnOptions struct {
 // this order: the IETF RateLimit field (the policies with no quota left),
 // RateLimit-Reset, X-RateLimit-Reset, X-Rate-Limit-Reset (a number below
 // 10^9 is seconds to wait, a larger one a Unix time; the last three only on
-// a 429 or with their Remaining header at 0). The wait is jittered and
-// saturates like a Retry-After; docs/ratelimit.md has the rules and why.
+// a 429 or with their Remaining header at 0), then the LLM APIs'
+// x-ratelimit-reset-requests and -tokens ("6m0s": the spent resource's, or
+// on a 429 the longest). The wait is jittered and saturates like a
+// Retry-After; docs/ratelimit.md has the rules and why.
 //
 // Otherwise the delay is "full jitter" exponential backoff: uniform in
 // [0, min(10s, 250ms·2^(n−1))) before retry n, or, for a 429 Too Many

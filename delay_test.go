@@ -343,6 +343,16 @@ func TestDelayPrecedence(t *testing.T) {
 		{"429 with past reset: backoff", 429, headers("X-RateLimit-Reset", "1700000000"), 1, 0.5, 500 * time.Millisecond},
 		{"503 without hints: 250ms base", 503, http.Header{}, 1, 0.5, 125 * time.Millisecond},
 		{"503 with reset but quota left: backoff", 503, headers("X-RateLimit-Reset", "30", "X-RateLimit-Remaining", "3"), 1, 0.5, 125 * time.Millisecond},
+		{"llm requests spent", 429, headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6m0s",
+			"X-Ratelimit-Remaining-Tokens", "100", "X-Ratelimit-Reset-Tokens", "20ms"), 1, 0.5, 6 * time.Minute},
+		{"llm tokens spent", 429, headers("X-Ratelimit-Remaining-Requests", "9", "X-Ratelimit-Reset-Requests", "6m0s",
+			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "1m30.5s"), 1, 0.5, 90500 * time.Millisecond},
+		{"llm 429, none spent: the longest", 429, headers("X-Ratelimit-Reset-Requests", "1s", "X-Ratelimit-Reset-Tokens", "20ms"), 1, 0.5, time.Second},
+		{"llm 503, requests spent", 503, headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "20ms"), 1, 0.5, 20 * time.Millisecond},
+		{"llm 503, quota left: backoff", 503, headers("X-Ratelimit-Remaining-Requests", "4", "X-Ratelimit-Reset-Requests", "6m0s"), 1, 0.5, 125 * time.Millisecond},
+		{"llm malformed: 429 backoff", 429, headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6"), 1, 0.5, 500 * time.Millisecond},
+		{"llm huge: saturates", 429, headers("X-Ratelimit-Reset-Requests", "99999999999999h"), 1, 0.5, time.Duration(math.MaxInt64)},
+		{"x reset before llm", 429, headers("X-RateLimit-Reset", "30", "X-Ratelimit-Reset-Requests", "1s"), 1, 0.5, 30 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -385,6 +395,8 @@ func TestRateLimitResetLoopback(t *testing.T) {
 		{"reset", headers("RateLimit-Reset", "6"), 4 * time.Second, 8 * time.Second},
 		{"x reset delta", headers("X-RateLimit-Reset", "9", "X-RateLimit-Remaining", "0"), 6 * time.Second, 12 * time.Second},
 		{"x reset epoch", headers("X-RateLimit-Reset", "+epoch+"), 0, 0}, // filled below
+		{"llm reset", headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "3s",
+			"X-Ratelimit-Remaining-Tokens", "5000", "X-Ratelimit-Reset-Tokens", "1m0s"), 2 * time.Second, 4 * time.Second},
 		{"none", http.Header{}, 0, time.Second},
 		{"hostile", headers("X-RateLimit-Reset", "-1", "RateLimit", `"x";r=0;t=abc`), 0, time.Second},
 	}
@@ -463,6 +475,8 @@ func TestHostileRateLimitReset(t *testing.T) {
 		{"x -1: backoff", headers("X-RateLimit-Reset", "-1"), 4, throttleBackoff},
 		{"x NaN: backoff", headers("X-RateLimit-Reset", "NaN"), 4, throttleBackoff},
 		{"ietf garbage: backoff", headers("RateLimit", `"a;r=0;t=`), 4, throttleBackoff},
+		{"llm 10^14 hours: returned at once", headers("X-Ratelimit-Reset-Requests", "99999999999999h"), 1, noWait},
+		{"llm -1s: backoff", headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "-1s"), 4, throttleBackoff},
 		{"ietf 1,000 policies: the largest", headers("RateLimit", strings.Repeat(`"p";r=0;t=1, `, 999)+`"q";r=0;t=2`), 4,
 			func(t *testing.T, waits []time.Duration) {
 				require.Len(t, waits, 3)

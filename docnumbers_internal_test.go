@@ -80,6 +80,7 @@ func TestDocNumbers(t *testing.T) {
 		{"package", "about 1.0× its callers' requests"},
 		{"AttemptHeader", `"2" on the second attempt of a request, "3" on the third`},
 		{"CustomizedShouldRetryFnOptions.IdempotentMethods", "RFC 9110 §9.1"},
+		{"DefaultDelayFn", `-tokens ("6m0s": the spent resource's`}, // the LLM APIs' form
 		{"DefaultShouldRetryFn", "HTTP/2"},
 		{"RetrySignalHeader", "503s"},
 		{"WithAdaptiveHedging", "(0.95 for the 95th percentile)"},

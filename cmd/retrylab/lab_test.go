@@ -293,6 +293,8 @@ func TestValidate(t *testing.T) {
 		{"blip", func(c *config) { c.scenario = "blip" }, ""},
 		{"random", func(c *config) { c.scenario = randomScenario }, ""},
 		{"random, one storm", func(c *config) { c.scenario, c.storm = randomScenario, 13 }, ""},
+		{"quota, every combination", func(c *config) { c.scenario, c.quotaAll = quotaScenario, true }, ""},
+		{"-quota-all without quota", func(c *config) { c.scenario, c.quotaAll = "herd", true }, "-quota-all"},
 		{"no storms", func(c *config) { c.storms = 0 }, "-storms"},
 		{"negative storm", func(c *config) { c.storm = -1 }, "-storm"},
 		{"runs scaled", func(c *config) { c.runs = 0 }, ""},
@@ -936,35 +938,45 @@ func TestBlip(t *testing.T) {
 }
 
 // tinyQuotaSetup is the quota scenario at a scale for the tests: 10
-// requests per 1s window, a batch of 20 from 5 workers (2 processes of 10
-// in the fleet rows), an interactive GET every 500ms.
+// requests per 1s window (or a bucket of 10 refilling 10/s), a batch of 20
+// from 5 workers (2 processes of 10 in the fleet rows), an interactive GET
+// every 500ms; a window in draft-11, a bucket in X-RateLimit-*, and a
+// window in the LLM fields whose 429s carry Retry-After.
 func tinyQuotaSetup() quotaSetup {
 	return quotaSetup{limit: 10, window: time.Second, n: 20, workers: 5, every: 500 * time.Millisecond, fleet: 2,
-		dialects: []string{"draft-11"}}
+		cases: []quotaCase{{dialect: "draft-11"}, {dialect: "x-ratelimit", bucket: true}, {dialect: "llm", retryAfter: true}}}
 }
 
 // TestQuota runs the quota scenario at a small scale, each client in a
 // child process of the test binary (quotaChildArg, which TestMain runs).
-// It asserts the window's law and the counts of every row, and what the
+// It asserts the server's law (a window's quota per window; a bucket's
+// tokens and their refill) and the counts of every row, and what the
 // policies that do not read the fields meet, but no bar for the defaults
 // beyond their success.
 func TestQuota(t *testing.T) {
 	q := tinyQuotaSetup()
 	r, err := quotaRun(context.Background(), q)
 	require.NoError(t, err)
-	require.Len(t, r.rows, 2*len(quotaPolicies()))
+	require.Len(t, r.rows, (len(q.cases)+1)*len(quotaPolicies()), "every case's one-client rows, the first's fleet rows")
 	byName := map[string]quotaRow{}
 	for _, row := range r.rows {
-		name := fmt.Sprintf("%s, %d clients, %s", row.dialect, row.clients, row.policy.name)
+		name := fmt.Sprintf("%s %s, %d clients, %s", row.dialect, row.server(), row.clients, row.policy.name)
 		t.Logf("%s: %d of %d ok, %d served, %d refused, took %v, interactive %d (%d failed) p99 %v",
 			name, row.ok, row.n, row.served, row.refused, row.took, row.interGets, row.interFailed, row.interP99)
 		assert.Equal(t, q.n, row.n, name)
 		assert.LessOrEqual(t, row.ok, int(row.served), name)
 		assert.Positive(t, row.took, name)
-		// A fixed window serves at most its quota in each window the
-		// row's requests touched.
-		windows := int64(row.took/q.window) + 2
-		assert.LessOrEqual(t, row.served, windows*int64(q.limit), name)
+		if row.bucket {
+			// A bucket serves at most its tokens and what refilled
+			// meanwhile (the row's time from the first request, and a
+			// window of slack: the interactive calls may outlast it).
+			assert.LessOrEqual(t, float64(row.served), float64(q.limit)+q.rate()*(row.took+q.window).Seconds(), name)
+		} else {
+			// A fixed window serves at most its quota in each window
+			// the row's requests touched.
+			windows := int64(row.took/q.window) + 2
+			assert.LessOrEqual(t, row.served, windows*int64(q.limit), name)
+		}
 		if row.clients == 1 {
 			assert.Positive(t, row.interGets, name)
 			assert.GreaterOrEqual(t, row.served+row.refused, int64(row.ok+row.interGets-row.interFailed), name)
@@ -978,13 +990,15 @@ func TestQuota(t *testing.T) {
 	}
 	// Five workers that do not read the quota meet its end in every
 	// window; the defaults, paced to it, meet fewer.
-	jitter, defaults := byName["draft-11, 1 clients, full jitter"], byName["draft-11, 1 clients, retryhttp defaults"]
+	jitter, defaults := byName["draft-11 window, 1 clients, full jitter"], byName["draft-11 window, 1 clients, retryhttp defaults"]
 	assert.Positive(t, jitter.refused)
 	assert.Less(t, defaults.refused, jitter.refused)
 
 	s := quotaSection(r)
 	assert.Len(t, s.rows, len(r.rows))
-	assert.Equal(t, "—", s.rows[len(s.rows)-1][6], "no interactive caller in the fleet rows")
+	assert.Equal(t, []string{"bucket", "x-ratelimit"}, s.rows[3][:2], "the server and dialect columns")
+	assert.Equal(t, "window, Retry-After", s.rows[6][0])
+	assert.Equal(t, "—", s.rows[len(s.rows)-1][7], "no interactive caller in the fleet rows")
 	require.Len(t, s.charts, 2)
 	for _, c := range s.charts {
 		assertXML(t, c.svg)

@@ -46,11 +46,16 @@
 //     -scenario all leaves it out; -storms runs fewer, -storm K runs storm
 //     K alone.
 //   - quota (not part of all): a server that advertises its quota on every
-//     response (50 per 2s window, the IETF fields of draft-11 and
-//     draft-07) and closed-loop batches, one client with an interactive
+//     response and closed-loop batches, one client with an interactive
 //     caller beside it, and 4 client processes sharing the quota; 429s,
 //     time against the quota's limit, the interactive caller's p99
-//     (quota.go). Every client is a process of its own; about 30s.
+//     (quota.go). Its servers: 50 per 2s window in the IETF fields of
+//     draft-11 and draft-07, a token bucket of 50 refilling 25/s in
+//     draft-11, and the window in draft-11 whose 429s carry Retry-After
+//     (the fleet: draft-11's window); -quota-all runs every combination
+//     (window and bucket, the five dialects, 429 with and without
+//     Retry-After, each with a fleet; about 5 minutes). Every client is a
+//     process of its own; about 30s.
 //
 // Their rows are retryhttp's defaults, full jitter without a budget, and a
 // policy mimicking go-retryablehttp's defaults. They run in real time at any
@@ -74,7 +79,7 @@
 //	go run ./cmd/retrylab [-scenario herd|chain|overload|shed|metastable|flaky|replica|deadline|ratelimit|blip|all]
 //	    [-clients 200] [-duration 4s] [-seed 1] [-out retrylab-out] [-timescale 1] [-runs 5]
 //	go run ./cmd/retrylab -scenario random [-seed 1] [-storms 24] [-storm K] [-out retrylab-out]
-//	go run ./cmd/retrylab -scenario quota [-out retrylab-out]
+//	go run ./cmd/retrylab -scenario quota [-quota-all] [-out retrylab-out]
 package main
 
 import (
@@ -115,6 +120,7 @@ type config struct {
 	began     time.Time // when the run began, set by run; bounds the re-runs
 	storms    int       // random: how many storms
 	storm     int       // random: run this storm alone (from 1); 0: storms 1 to storms
+	quotaAll  bool      // quota: every combination of server, not the default run's rows
 	// draw draws the random scenario's storms; nil: drawStorm. The
 	// tests' seam for a storm small enough for them.
 	draw func(seed uint64, index int) storm
@@ -172,6 +178,9 @@ func (c config) command() string {
 		return fmt.Sprintf("go run ./cmd/retrylab -scenario random -seed %d -storms %d", c.seed, c.storms)
 	}
 	if c.scenario == quotaScenario {
+		if c.quotaAll {
+			return "go run ./cmd/retrylab -scenario quota -quota-all"
+		}
 		return "go run ./cmd/retrylab -scenario quota"
 	}
 	return fmt.Sprintf("go run ./cmd/retrylab -scenario %s -clients %d -duration %v -seed %d -timescale %g -runs %d",
@@ -194,6 +203,8 @@ func (c config) validate() error {
 		return errors.New("-storms must be in [1, 1000]")
 	case c.storm < 0:
 		return errors.New("-storm must be 0 (all of -storms) or a storm's number, from 1")
+	case c.quotaAll && c.scenario != quotaScenario:
+		return errors.New("-quota-all is a flag of -scenario quota")
 	}
 	return nil
 }
@@ -216,6 +227,8 @@ func main() {
 	flag.StringVar(&cfg.out, "out", cfg.out, "directory for the report: SVG charts and index.html")
 	flag.Float64Var(&cfg.timescale, "timescale", cfg.timescale, "real time per model time: 0.5 runs every time (pace, waits, work, timeouts) twice as fast")
 	flag.IntVar(&cfg.runs, "runs", cfg.runs, "how many times blip runs each of its variants; 0: 5, fewer when -clients and -duration shrink the run")
+	flag.BoolVar(&cfg.quotaAll, "quota-all", cfg.quotaAll, "quota: run every combination (window and bucket, each dialect, 429 with and "+
+		"without Retry-After), each with a fleet of 4, instead of the default run's rows (about 5 minutes)")
 	// go run builds the program in a cache directory, whose path os.Args[0]
 	// would print as the program's name: the usage names it as it is run.
 	flag.Usage = func() {
@@ -353,7 +366,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (results, error) {
 		add(blipSection(r))
 	}
 	if cfg.scenario == quotaScenario {
-		r, err := runQuota(ctx)
+		r, err := runQuota(ctx, cfg.quotaAll)
 		if err != nil {
 			return res, fmt.Errorf("quota: %w", err)
 		}

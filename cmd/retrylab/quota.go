@@ -35,20 +35,95 @@ const quotaChildArg = "-retrylab-quota-child"
 
 // quotaSetup is what the quota scenario runs.
 type quotaSetup struct {
-	limit    int           // requests per window
-	window   time.Duration // whole seconds
-	n        int           // the batch's requests (a fleet's, in all)
-	workers  int           // the batch's workers (each fleet process's)
-	every    time.Duration // the interactive caller's pace; 0: none
-	fleet    int           // processes of the fleet rows; 0: no fleet rows
-	dialects []string      // of the one-client rows; the fleet rows use the first
+	limit   int           // requests per window; a bucket's tokens
+	window  time.Duration // whole seconds; a bucket refills limit tokens in a window
+	n       int           // the batch's requests (a fleet's, in all)
+	workers int           // the batch's workers (each fleet process's)
+	every   time.Duration // the interactive caller's pace; 0: none
+	fleet   int           // processes of the fleet rows; 0: no fleet rows
+	cases   []quotaCase   // of the one-client rows
+	// fleetAll gives every case fleet rows; else only the first has them.
+	fleetAll bool
+	// procs bounds the client processes that run at once (rows are
+	// started, in order, while they fit); 0: no bound.
+	procs int
 }
 
+// quotaCase is a server of the quota scenario: how it limits, how it
+// states its quota, and whether its 429s carry Retry-After.
+type quotaCase struct {
+	dialect    string // one of quotaDialects
+	bucket     bool   // a token bucket; else a fixed window
+	retryAfter bool   // its 429s carry Retry-After
+}
+
+// quotaDialects are the dialects the advertising server speaks: the IETF
+// fields of draft-11, draft-07 and the drafts up to -06, the vendor
+// X-RateLimit-* fields (an epoch reset, as GitHub's), and the LLM APIs'
+// x-ratelimit-*-requests (read for the scopes a caller names:
+// quotaCase.scope).
+var quotaDialects = []string{"draft-11", "draft-07", "ratelimit-06", "x-ratelimit", "llm"}
+
+// server names the case's server for the report: "window" or "bucket",
+// with ", Retry-After" if its 429s carry one.
+func (c quotaCase) server() string {
+	s := "window"
+	if c.bucket {
+		s = "bucket"
+	}
+	if c.retryAfter {
+		s += ", Retry-After"
+	}
+	return s
+}
+
+// scope is the quota scope the clients of the case name
+// (retryhttp.WithQuotaScope), as docs/ratelimit.md says to for the LLM
+// APIs' fields, which are read only for a named scope; "" for the others.
+func (c quotaCase) scope() string {
+	if c.dialect == "llm" {
+		return "model"
+	}
+	return ""
+}
+
+// defaultQuotaCases are the servers of the lab's default run: a fixed
+// window in draft-11 and draft-07, a token bucket in draft-11, and a fixed
+// window in draft-11 whose 429s carry Retry-After.
+func defaultQuotaCases() []quotaCase {
+	return []quotaCase{{dialect: "draft-11"}, {dialect: "draft-07"}, {dialect: "draft-11", bucket: true},
+		{dialect: "draft-11", retryAfter: true}}
+}
+
+// allQuotaCases are every combination: fixed window and token bucket,
+// without and with Retry-After, in every dialect (-quota-all).
+func allQuotaCases() []quotaCase {
+	var cs []quotaCase
+	for _, bucket := range []bool{false, true} {
+		for _, ra := range []bool{false, true} {
+			for _, d := range quotaDialects {
+				cs = append(cs, quotaCase{dialect: d, bucket: bucket, retryAfter: ra})
+			}
+		}
+	}
+	return cs
+}
+
+// quotaAllProcs bounds the client processes of -quota-all that run at
+// once: on 2 cores, more would measure the machine, not the pacing.
+const quotaAllProcs = 12
+
 // defaultQuotaSetup is the quota scenario of the lab's default run: the
-// issue's (issue 37) server and batch.
-func defaultQuotaSetup() quotaSetup {
-	return quotaSetup{limit: 50, window: 2 * time.Second, n: 200, workers: 10, every: 100 * time.Millisecond, fleet: 4,
-		dialects: []string{"draft-11", "draft-07"}}
+// issue's (issue 37) server and batch; with all, every combination of
+// server (-quota-all), each with its fleet rows, quotaAllProcs client
+// processes at a time.
+func defaultQuotaSetup(all bool) quotaSetup {
+	q := quotaSetup{limit: 50, window: 2 * time.Second, n: 200, workers: 10, every: 100 * time.Millisecond, fleet: 4,
+		cases: defaultQuotaCases()}
+	if all {
+		q.cases, q.fleetAll, q.procs = allQuotaCases(), true, quotaAllProcs
+	}
+	return q
 }
 
 // rate is the quota's rate, per second.
@@ -76,12 +151,16 @@ func quotaPolicies() []policy {
 }
 
 // quotaJob is what a client process runs: a closed-loop batch of N GETs of
-// URL+"batch" from Workers workers, and, if Every is positive, one GET of
-// URL+"interactive" every Every beside it, through the same client, with
-// the policy named Policy. Cap bounds the process's run.
+// URL+"v1/batch" from Workers workers, and, if Every is positive, one GET
+// of URL+"v1/interactive" every Every beside it, through the same client,
+// with the policy named Policy, and WithQuotaScope naming Scope for every
+// request if Scope is not empty. Cap bounds the process's run. (One first
+// segment of the path for both: an X-RateLimit-* quota holds the route it
+// was stated for.)
 type quotaJob struct {
 	URL     string        `json:"url"`
 	Policy  string        `json:"policy"`
+	Scope   string        `json:"scope,omitempty"`
 	N       int           `json:"n"`
 	Workers int           `json:"workers"`
 	Every   time.Duration `json:"every"`
@@ -97,9 +176,9 @@ type quotaClientRun struct {
 	InterP99    time.Duration `json:"inter_p99"`
 }
 
-// quotaRow is one row: a dialect, a policy, and its client processes.
+// quotaRow is one row: a server, a policy, and its client processes.
 type quotaRow struct {
-	dialect         string
+	quotaCase
 	policy          policy
 	clients         int
 	n               int
@@ -128,15 +207,51 @@ type quotaResult struct {
 	took  time.Duration
 }
 
-// runQuota runs the quota scenario of the lab's default run.
-func runQuota(ctx context.Context) (quotaResult, error) {
-	return quotaRun(ctx, defaultQuotaSetup())
+// runQuota runs the quota scenario: the lab's default run, or with all
+// every combination (-quota-all).
+func runQuota(ctx context.Context, all bool) (quotaResult, error) {
+	return quotaRun(ctx, defaultQuotaSetup(all))
 }
 
-// quotaRun runs setup: first the one-client rows (every dialect and
-// policy) at once, then the fleet rows (the first dialect, every policy)
-// at once; each row with a server of its own in this process and its
-// clients in child processes of this binary (selfExe).
+// quotaSpec is a row to run: a server, a policy, its client processes.
+type quotaSpec struct {
+	c       quotaCase
+	p       policy
+	clients int
+}
+
+// quotaPhases are the rows of setup: first the one-client rows (every case
+// and policy), then the fleet rows (every policy; of the first case, or of
+// every case with fleetAll).
+func quotaPhases(setup quotaSetup) [][]quotaSpec {
+	var one []quotaSpec
+	for _, c := range setup.cases {
+		for _, p := range quotaPolicies() {
+			one = append(one, quotaSpec{c, p, 1})
+		}
+	}
+	phases := [][]quotaSpec{one}
+	if setup.fleet > 1 && len(setup.cases) > 0 {
+		cases := setup.cases[:1]
+		if setup.fleetAll {
+			cases = setup.cases
+		}
+		var fleet []quotaSpec
+		for _, c := range cases {
+			for _, p := range quotaPolicies() {
+				fleet = append(fleet, quotaSpec{c, p, setup.fleet})
+			}
+		}
+		phases = append(phases, fleet)
+	}
+	return phases
+}
+
+// quotaRun runs setup's phases (quotaPhases) one after the other, the rows
+// of a phase at once, or, with procs, in groups of rows whose client
+// processes fit in procs (a row larger than procs runs alone); each row
+// with a server of its own in this process and its clients in child
+// processes of this binary (selfExe).
 func quotaRun(ctx context.Context, setup quotaSetup) (quotaResult, error) {
 	r := quotaResult{setup: setup}
 	exe, err := selfExe()
@@ -144,63 +259,66 @@ func quotaRun(ctx context.Context, setup quotaSetup) (quotaResult, error) {
 		return r, err
 	}
 	began := time.Now()
-	type spec struct {
-		dialect string
-		p       policy
-		clients int
-	}
-	var phases [][]spec
-	var one []spec
-	for _, d := range setup.dialects {
-		for _, p := range quotaPolicies() {
-			one = append(one, spec{d, p, 1})
+	for _, phase := range quotaPhases(setup) {
+		for _, group := range quotaGroups(phase, setup.procs) {
+			rows := make([]quotaRow, len(group))
+			errs := make([]error, len(group))
+			var wg sync.WaitGroup
+			for i, s := range group {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rows[i], errs[i] = runQuotaRow(ctx, exe, setup, s.c, s.p, s.clients)
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return r, err
+			}
+			r.rows = append(r.rows, rows...)
 		}
-	}
-	phases = append(phases, one)
-	if setup.fleet > 1 && len(setup.dialects) > 0 {
-		var fleet []spec
-		for _, p := range quotaPolicies() {
-			fleet = append(fleet, spec{setup.dialects[0], p, setup.fleet})
-		}
-		phases = append(phases, fleet)
-	}
-	for _, phase := range phases {
-		rows := make([]quotaRow, len(phase))
-		errs := make([]error, len(phase))
-		var wg sync.WaitGroup
-		for i, s := range phase {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rows[i], errs[i] = runQuotaRow(ctx, exe, setup, s.dialect, s.p, s.clients)
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return r, err
-		}
-		r.rows = append(r.rows, rows...)
 	}
 	r.took = time.Since(began)
 	return r, nil
 }
 
+// quotaGroups splits a phase, in order, into groups whose client processes
+// add up to at most procs (a row of more runs alone); procs 0: one group.
+func quotaGroups(phase []quotaSpec, procs int) [][]quotaSpec {
+	if procs <= 0 {
+		return [][]quotaSpec{phase}
+	}
+	var groups [][]quotaSpec
+	var cur []quotaSpec
+	n := 0
+	for _, s := range phase {
+		if len(cur) > 0 && n+s.clients > procs {
+			groups, cur, n = append(groups, cur), nil, 0
+		}
+		cur, n = append(cur, s), n+s.clients
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
+}
+
 // runQuotaRow runs one row: an advertising server, and clients processes
 // sharing its quota, n/clients requests each (the interactive caller
 // beside the batch of a single client only).
-func runQuotaRow(ctx context.Context, exe string, q quotaSetup, dialect string, p policy, clients int) (quotaRow, error) {
-	adv := newAdvertiser(q, dialect, time.Now())
+func runQuotaRow(ctx context.Context, exe string, q quotaSetup, c quotaCase, p policy, clients int) (quotaRow, error) {
+	adv := newAdvertiser(q, c, time.Now())
 	srv, err := startServer(adv.serve, time.Now(), time.Second, 1)
 	if err != nil {
 		return quotaRow{}, err
 	}
 	defer srv.close()
-	row := quotaRow{dialect: dialect, policy: p, clients: clients, n: q.n}
+	row := quotaRow{quotaCase: c, policy: p, clients: clients, n: q.n}
 	runs := make([]quotaClientRun, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
-		job := quotaJob{URL: srv.URL, Policy: p.name, N: q.n / clients, Workers: q.workers,
+		job := quotaJob{URL: srv.URL, Policy: p.name, Scope: c.scope(), N: q.n / clients, Workers: q.workers,
 			Cap: 2*q.limitFor(q.n) + 2*q.window + rowGrace}
 		if i < q.n%clients {
 			job.N++
@@ -292,12 +410,16 @@ func runQuotaClient(ctx context.Context, job quotaJob, p policy) quotaClientRun 
 	defer cancel()
 	base := newBase()
 	defer base.CloseIdleConnections()
-	c := &http.Client{Transport: p.transport(base, 1), Timeout: job.Cap}
+	var extra []retryhttp.Option
+	if scope := job.Scope; scope != "" {
+		extra = append(extra, retryhttp.WithQuotaScope(func(*http.Request) string { return scope }))
+	}
+	c := &http.Client{Transport: p.transport(base, 1, extra...), Timeout: job.Cap}
 	url := strings.TrimSuffix(job.URL, "/")
 
 	var inter *interactiveCaller
 	if job.Every > 0 {
-		inter = startInteractiveCaller(c, url+"/interactive", job.Every)
+		inter = startInteractiveCaller(c, url+"/v1/interactive", job.Every)
 	}
 	var next, ok atomic.Int64
 	var wg sync.WaitGroup
@@ -306,7 +428,7 @@ func runQuotaClient(ctx context.Context, job quotaJob, p policy) quotaClientRun 
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(job.N) && ctx.Err() == nil; i = next.Add(1) {
-				if getAs(ctx, c, url+"/batch", strconv.FormatInt(i, 10)) == nil {
+				if getAs(ctx, c, url+"/v1/batch", strconv.FormatInt(i, 10)) == nil {
 					ok.Add(1)
 				}
 			}
@@ -370,24 +492,30 @@ func (in *interactiveCaller) finish() (gets, failed int, p99 time.Duration) {
 	return len(in.lat), in.failed, percentile(in.lat, 0.99)
 }
 
-// advertiser is a fixed-window quota of limit requests per window that
-// states itself on every response in one dialect, and answers the excess
-// 429 without Retry-After (a pause only its fields state).
+// advertiser is a quota of limit requests that states itself on every
+// response in one dialect: a fixed window of limit requests per window, or
+// a token bucket of limit tokens refilling limit per window, whose stated
+// reset is the time to a full bucket (as bench/storm's server states it).
+// It answers the excess 429, without Retry-After (a pause only its fields
+// state) unless the case asks for one: then the whole seconds until a
+// request would be served, at least 1.
 type advertiser struct {
-	q       quotaSetup
-	dialect string
-	start   time.Time
+	q     quotaSetup
+	c     quotaCase
+	start time.Time
 
 	mu      sync.Mutex
 	index   int64 // the current window's
 	used    int
+	tokens  float64   // the bucket's
+	last    time.Time // of the bucket's latest refill
 	firstAt time.Time
 	served  atomic.Int64
 	refused atomic.Int64
 }
 
-func newAdvertiser(q quotaSetup, dialect string, start time.Time) *advertiser {
-	return &advertiser{q: q, dialect: dialect, start: start}
+func newAdvertiser(q quotaSetup, c quotaCase, start time.Time) *advertiser {
+	return &advertiser{q: q, c: c, start: start, tokens: float64(q.limit), last: start}
 }
 
 // first is when the first request arrived; zero if none did.
@@ -397,39 +525,117 @@ func (a *advertiser) first() time.Time {
 	return a.firstAt
 }
 
-func (a *advertiser) serve(w http.ResponseWriter, _ *http.Request) int {
-	now := time.Now()
+// quotaState is what the advertiser decided for one request.
+type quotaState struct {
+	ok        bool          // served
+	remaining int           // the quota it leaves
+	reset     time.Duration // until the window turns; a bucket's: until it is full
+	next      time.Duration // until a request would be served: 0 if one would now
+}
+
+// admit decides a request arriving at now, and counts it.
+func (a *advertiser) admit(now time.Time) quotaState {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.firstAt.IsZero() {
 		a.firstAt = now
 	}
-	if i := int64(now.Sub(a.start) / a.q.window); i != a.index {
-		a.index, a.used = i, 0
+	var st quotaState
+	if a.c.bucket {
+		rate := a.q.rate()
+		if now.After(a.last) {
+			a.tokens = min(float64(a.q.limit), a.tokens+now.Sub(a.last).Seconds()*rate)
+			a.last = now
+		}
+		if a.tokens >= 1 {
+			a.tokens--
+			st.ok = true
+		}
+		st.remaining = int(a.tokens)
+		st.reset = time.Duration((float64(a.q.limit) - a.tokens) / rate * float64(time.Second))
+		if a.tokens < 1 {
+			st.next = time.Duration((1 - a.tokens) / rate * float64(time.Second))
+		}
+	} else {
+		if i := int64(now.Sub(a.start) / a.q.window); i != a.index {
+			a.index, a.used = i, 0
+		}
+		if a.used < a.q.limit {
+			a.used++
+			st.ok = true
+		}
+		st.remaining = a.q.limit - a.used
+		st.reset = a.start.Add(time.Duration(a.index+1) * a.q.window).Sub(now)
+		if st.remaining == 0 {
+			st.next = st.reset
+		}
 	}
-	ok := a.used < a.q.limit
-	if ok {
-		a.used++
+	if st.ok {
+		a.served.Add(1)
+	} else {
+		a.refused.Add(1)
 	}
-	remaining := a.q.limit - a.used
-	reset := a.start.Add(time.Duration(a.index+1) * a.q.window).Sub(now)
-	a.mu.Unlock()
-	secs := int(math.Ceil(reset.Seconds()))
-	h := w.Header()
-	switch a.dialect {
+	return st
+}
+
+// header writes the quota st states to h in the case's dialect, for a
+// response at now, and Retry-After on a 429 if the case has it.
+func (a *advertiser) header(h http.Header, st quotaState, now time.Time) {
+	limit, remaining := strconv.Itoa(a.q.limit), strconv.Itoa(st.remaining)
+	secs := int(math.Ceil(st.reset.Seconds()))
+	switch a.c.dialect {
 	case "draft-11":
-		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, remaining, secs))
+		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, st.remaining, secs))
 		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, a.q.limit, int(a.q.window/time.Second)))
 	case "draft-07":
-		h.Set("RateLimit", fmt.Sprintf("limit=%d, remaining=%d, reset=%d", a.q.limit, remaining, secs))
+		h.Set("RateLimit", fmt.Sprintf("limit=%d, remaining=%d, reset=%d", a.q.limit, st.remaining, secs))
+	case "ratelimit-06":
+		h.Set("RateLimit-Limit", limit)
+		h.Set("RateLimit-Remaining", remaining)
+		h.Set("RateLimit-Reset", strconv.Itoa(secs))
+	case "x-ratelimit":
+		h.Set("X-RateLimit-Limit", limit)
+		h.Set("X-RateLimit-Remaining", remaining)
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(st.reset).Unix()+1, 10)) // an epoch, as GitHub's
+	case "llm":
+		h.Set("X-Ratelimit-Limit-Requests", limit)
+		h.Set("X-Ratelimit-Remaining-Requests", remaining)
+		h.Set("X-Ratelimit-Reset-Requests", st.reset.Round(time.Millisecond).String())
 	}
-	if !ok {
-		a.refused.Add(1)
+	if !st.ok && a.c.retryAfter {
+		h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(st.next.Seconds())))))
+	}
+}
+
+func (a *advertiser) serve(w http.ResponseWriter, _ *http.Request) int {
+	now := time.Now()
+	st := a.admit(now)
+	a.header(w.Header(), st, now)
+	if !st.ok {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return http.StatusTooManyRequests
 	}
-	a.served.Add(1)
 	w.WriteHeader(http.StatusOK)
 	return http.StatusOK
+}
+
+// fleetCases says which servers have fleet rows, for the report.
+func (q quotaSetup) fleetCases() string {
+	switch {
+	case len(q.cases) == 0 || q.fleet < 2:
+		return "none"
+	case q.fleetAll:
+		return "every server"
+	}
+	return q.cases[0].dialect + " " + q.cases[0].server() + " only"
+}
+
+// procsNote says, for the report, how procs bounds the rows run at once.
+func (q quotaSetup) procsNote() string {
+	if q.procs <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", in turns of at most %d client processes", q.procs)
 }
 
 // quotaSection turns the result into the report's section.
@@ -439,22 +645,28 @@ func quotaSection(r quotaResult) section {
 		id:    "quota",
 		title: "Advertised quota: closed-loop batches against a server that states its quota on every response",
 		notes: []string{
-			fmt.Sprintf("A fixed window of %d requests per %v states its quota on every response (200 and 429), in one dialect per row: "+
-				`draft-11: RateLimit: "default";r=R;t=T and RateLimit-Policy: "default";q=%d;w=%d; draft-07: RateLimit: limit=%d, remaining=R, reset=T `+
-				"(T: whole seconds until the window turns). Over the quota it answers 429 without Retry-After: the pause is only in the fields.",
-				q.limit, q.window, q.limit, int(q.window/time.Second), q.limit),
+			fmt.Sprintf("The server states its quota on every response (200 and 429), in one dialect per row. Window: a fixed window of %d "+
+				"requests per %v, its reset T the whole seconds until the window turns. Bucket: a token bucket of %d tokens refilling %g per "+
+				"second, its reset T the whole seconds until it is full. Dialects: "+
+				`draft-11: RateLimit: "default";r=R;t=T and RateLimit-Policy: "default";q=%d;w=%d; draft-07: RateLimit: limit=%d, remaining=R, reset=T; `+
+				"ratelimit-06: RateLimit-Limit, -Remaining, -Reset: T; x-ratelimit: X-RateLimit-Limit, -Remaining, -Reset: a Unix time; "+
+				"llm: x-ratelimit-limit-requests, -remaining-requests, -reset-requests: a Go duration (6m0s), with WithQuotaScope naming the "+
+				"scope, as docs/ratelimit.md says. Over the quota it answers 429 without Retry-After (the pause is only in the fields), or, "+
+				"in the rows \"Retry-After\", with Retry-After: the whole seconds until it would serve a request, at least 1.",
+				q.limit, q.window, q.limit, q.rate(), q.limit, int(q.window/time.Second), q.limit),
 			fmt.Sprintf("1 client: a closed-loop batch of %d GETs from %d workers through one http.Client, and an interactive caller beside it "+
-				"(one GET every %v through the same client, each in a goroutine of its own). %d clients: %d processes of %d GETs from %d workers "+
-				"each, sharing the quota, no interactive caller. Every client is a process of its own (this binary, run again): the quota state "+
-				"of retryhttp is process-wide.", q.n, q.workers, q.every, q.fleet, q.fleet, q.n/max(q.fleet, 1), q.workers),
+				"(one GET every %v through the same client, each in a goroutine of its own). %d clients (%s): %d processes of %d GETs from "+
+				"%d workers each, sharing the quota, no interactive caller. Every client is a process of its own (this binary, run again): "+
+				"the quota state of retryhttp is process-wide.", q.n, q.workers, q.every, q.fleet, q.fleetCases(), q.fleet,
+				q.n/max(q.fleet, 1), q.workers),
 			fmt.Sprintf("429s: the server's 429s over all the requests it answered. Time/limit: from the server's first request to the last "+
 				"batch's end, over (served − %d) / %g per second, the time the quota takes to allow what it served (interactive calls included). "+
 				"Interactive: the caller's p99 latency and its failures (the bars of issue 37: 429s at most 2%% for a client, 5%% for a fleet; "+
 				"time/limit at most 1.15×, 1.25× for a fleet; interactive p99 within one window, no failure).", q.limit, q.rate()),
 			fmt.Sprintf("Real time: the fields state whole seconds. The one-client rows run at once, each with its own server, then the fleet "+
-				"rows at once. The scenario took %v.", r.took.Round(100*time.Millisecond)),
+				"rows at once%s. The scenario took %v.", q.procsNote(), r.took.Round(100*time.Millisecond)),
 		},
-		header: []string{"dialect", "policy", "clients", "success", "429s", "time/limit", "interactive p99", "interactive failed"},
+		header: []string{"server", "dialect", "policy", "clients", "success", "429s", "time/limit", "interactive p99", "interactive failed"},
 	}
 	var throttled, finish []bar
 	for _, row := range r.rows {
@@ -462,11 +674,11 @@ func quotaSection(r quotaResult) section {
 		if row.interGets > 0 {
 			p99, failed = ms(row.interP99), fmt.Sprintf("%d of %d", row.interFailed, row.interGets)
 		}
-		s.rows = append(s.rows, []string{row.dialect, row.policy.name, fmt.Sprint(row.clients),
+		s.rows = append(s.rows, []string{row.server(), row.dialect, row.policy.name, fmt.Sprint(row.clients),
 			pct(float64(row.ok) / float64(max(row.n, 1))),
 			fmt.Sprintf("%s (%d of %d)", pct(row.throttled()), row.refused, row.served+row.refused),
 			fmt.Sprintf("%.2f×", row.overLimit(q)), p99, failed})
-		label := fmt.Sprintf("%s, %s, %s", row.dialect, plural(row.clients, "client"), row.policy.name)
+		label := fmt.Sprintf("%s %s, %s, %s", row.dialect, row.server(), plural(row.clients, "client"), row.policy.name)
 		throttled = append(throttled, bar{label: label, value: 100 * row.throttled(), policy: row.policy.name})
 		finish = append(finish, bar{label: label, value: row.overLimit(q), policy: row.policy.name})
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed2409de8f/retryhttp/internal/retryafter"
 )
 
 // readLegacy reads the three-header forms: prefix "Ratelimit-" (the IETF
@@ -56,10 +58,8 @@ func readLLM(h http.Header) []Observation {
 	if n, ok := count(first(h, "X-Ratelimit-Limit-Requests")); ok {
 		o.Limit = n
 	}
-	if v := first(h, "X-Ratelimit-Reset-Requests"); v != "" && v[0] != '-' && v[0] != '+' {
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 && d <= maxReset {
-			o.Reset, o.HasReset = d, true
-		}
+	if d, ok := retryafter.GoDuration(first(h, "X-Ratelimit-Reset-Requests")); ok && d <= maxReset {
+		o.Reset, o.HasReset = d, true
 	}
 	return []Observation{o}
 }

@@ -26,7 +26,11 @@ const EpochThreshold = 1_000_000_000
 //  2. RateLimit-Reset, then X-RateLimit-Reset, then X-Rate-Limit-Reset:
 //     delta seconds, or a Unix time when at least EpochThreshold. These are
 //     read only on a 429 or when the matching Remaining header is 0, since
-//     many servers send them on every response.
+//     many servers send them on every response;
+//  3. the LLM APIs' x-ratelimit-reset-requests and x-ratelimit-reset-tokens
+//     (Go-like durations, GoDuration): the longest reset of the resources
+//     whose x-ratelimit-remaining-… is 0, or, on a 429 where none is, the
+//     longest reset stated.
 //
 // It reports false when none gives a usable wait: missing, malformed, or a
 // Unix time at or before now (a skewed clock, or a delta misread as a time:
@@ -60,7 +64,7 @@ func RateLimitReset(res *http.Response, now func() time.Time) (time.Duration, bo
 			return d, true
 		}
 	}
-	return 0, false
+	return llmReset(h, throttled)
 }
 
 // parseSeconds parses a non-negative decimal number of seconds with at most

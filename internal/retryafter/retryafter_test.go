@@ -164,6 +164,34 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"draft-07 two lines", 429, headers("RateLimit", `limit=5, remaining=0`, "RateLimit", `reset=4`), 4 * time.Second, true},
 		{"draft-07 before RateLimit-Reset", 429, headers("RateLimit", `remaining=0, reset=9`, "RateLimit-Reset", "3"), 9 * time.Second, true},
 		{"ietf empty members", 429, headers("RateLimit", `,,;,"";r=0;t=3`), 0, false},
+		// The LLM APIs' fields come last: the reset of a spent resource.
+		{"llm requests spent", 429, headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6m0s",
+			"X-Ratelimit-Remaining-Tokens", "9000", "X-Ratelimit-Reset-Tokens", "20ms"), 6 * time.Minute, true},
+		{"llm tokens spent", 429, headers("X-Ratelimit-Remaining-Requests", "12", "X-Ratelimit-Reset-Requests", "6m0s",
+			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "1m30.5s"), 90500 * time.Millisecond, true},
+		{"llm both spent: the longer", 429, headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1s",
+			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "20ms"), time.Second, true},
+		{"llm 429, none spent: the longest", 429, headers("X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "1s",
+			"X-Ratelimit-Remaining-Tokens", "40", "X-Ratelimit-Reset-Tokens", "7.66s"), 7660 * time.Millisecond, true},
+		{"llm 429, no remaining: the longest", 429, headers("X-Ratelimit-Reset-Requests", "20ms", "X-Ratelimit-Reset-Tokens", "2m59.56s"),
+			2*time.Minute + 59560*time.Millisecond, true},
+		{"llm 429, spent one malformed: the longest", 429, headers("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "soon",
+			"X-Ratelimit-Reset-Tokens", "3s"), 3 * time.Second, true},
+		{"llm 503, spent", 503, headers("X-Ratelimit-Remaining-Requests", " 0 ", "X-Ratelimit-Reset-Requests", " 20ms "), 20 * time.Millisecond, true},
+		{"llm 503, quota left", 503, headers("X-Ratelimit-Remaining-Requests", "5", "X-Ratelimit-Reset-Requests", "20ms"), 0, false},
+		{"llm 503, no remaining", 503, headers("X-Ratelimit-Reset-Requests", "20ms"), 0, false},
+		{"llm 200, spent", 200, headers("X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "1h"), time.Hour, true},
+		{"llm zero", 429, headers("X-Ratelimit-Reset-Requests", "0s"), 0, true},
+		{"llm bare 0", 429, headers("X-Ratelimit-Reset-Requests", "0"), 0, true},
+		{"llm no unit", 429, headers("X-Ratelimit-Reset-Requests", "6"), 0, false},
+		{"llm negative", 429, headers("X-Ratelimit-Reset-Requests", "-1s"), 0, false},
+		{"llm plus", 429, headers("X-Ratelimit-Reset-Requests", "+1s"), 0, false},
+		{"llm unknown unit", 429, headers("X-Ratelimit-Reset-Requests", "1d"), 0, false},
+		{"llm epoch", 429, headers("X-Ratelimit-Reset-Requests", "1800000042"), 0, false},
+		{"llm huge saturates", 429, headers("X-Ratelimit-Reset-Requests", "99999999999999h"), maxDuration, true},
+		{"llm 10^30 ns saturates", 429, headers("X-Ratelimit-Reset-Requests", "1"+strings.Repeat("0", 30)+"ns"), maxDuration, true},
+		{"llm after x", 429, headers("X-RateLimit-Reset", "5", "X-Ratelimit-Reset-Requests", "1m"), 5 * time.Second, true},
+		{"llm after ietf", 429, headers("RateLimit", `"a";r=0;t=10`, "X-Ratelimit-Reset-Requests", "1m"), 10 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +203,82 @@ func TestParseRateLimitReset(t *testing.T) {
 	}
 }
 
+// TestGoDuration checks the LLM APIs' durations: what time.ParseDuration
+// reads, without a sign, saturating instead of refusing a huge value.
+func TestGoDuration(t *testing.T) {
+	tests := []struct {
+		give   string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"6m0s", 6 * time.Minute, true},
+		{"1s", time.Second, true},
+		{"20ms", 20 * time.Millisecond, true},
+		{"1m30.5s", 90500 * time.Millisecond, true},
+		{"1h2m3.5s", time.Hour + 2*time.Minute + 3500*time.Millisecond, true},
+		{"0", 0, true},
+		{"0s", 0, true},
+		{".5s", 500 * time.Millisecond, true},
+		{"1.s", time.Second, true},
+		{"7us", 7 * time.Microsecond, true},
+		{"7µs", 7 * time.Microsecond, true},
+		{"7μs", 7 * time.Microsecond, true},
+		{"9ns", 9, true},
+		{"2562047h47m16.854775807s", maxDuration, true},
+		{"2562047h47m16.854775808s", maxDuration, true},
+		{"9223372036854775808ns", maxDuration, true},
+		{"99999999999999999999999h", maxDuration, true},
+		{"", 0, false},
+		{"s", 0, false},
+		{"5", 0, false},
+		{"00", 0, false},
+		{".s", 0, false},
+		{"1..5s", 0, false},
+		{"-1s", 0, false},
+		{"+1s", 0, false},
+		{"-0", 0, false},
+		{"1d", 0, false},
+		{"1 s", 0, false},
+		{" 1s", 0, false},
+		{"1s ", 0, false},
+		{"1sec", 0, false},
+		{"1e3s", 0, false},
+		{"NaN", 0, false},
+		{"1s5", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := GoDuration(tt.give)
+		assert.Equal(t, tt.wantOK, ok, "%q", tt.give)
+		assert.Equal(t, tt.want, got, "%q", tt.give)
+	}
+}
+
+// FuzzGoDuration checks GoDuration against time.ParseDuration: it never
+// panics or gives a negative wait; it reads what ParseDuration reads
+// (without a sign) alike, and reads nothing ParseDuration refuses but a
+// well-formed value too large to represent, which saturates.
+func FuzzGoDuration(f *testing.F) {
+	for _, s := range []string{"6m0s", "1m30.5s", "20ms", ".5s", "1.s", "0", "99999999999999h", "1µs2h", "1d", "-1s", "1.2.3s", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := GoDuration(v)
+		want, err := time.ParseDuration(v)
+		switch {
+		case d < 0:
+			t.Fatalf("%q: negative %v", v, d)
+		case !ok && d != 0:
+			t.Fatalf("%q: refused, but %v", v, d)
+		case ok && err == nil && d != want:
+			t.Fatalf("%q: %v, ParseDuration %v", v, d, want)
+		case ok && err != nil && d != maxDuration:
+			t.Fatalf("%q: ParseDuration refuses it (%v), yet %v", v, err, d)
+		case !ok && err == nil && want > 0 && v[0] != '+':
+			t.Fatalf("%q: refused, ParseDuration reads %v", v, want)
+		}
+	})
+}
+
 // FuzzParseRateLimitReset checks that no header value makes the rate-limit
 // parsing panic or give a negative wait, and that a wait is given only when
 // one of the headers holds a value.
@@ -183,12 +287,16 @@ func FuzzParseRateLimitReset(f *testing.F) {
 		"", "0", "30", "1.5", "1800000042", "99999999999999999999999", "-5", "+5", "1e9", ".", "5.",
 		`"default";r=0;t=10`, `a;r=0;t=10, b;r=0;t=99`, `"a\"b";r=0;t=8`, `"a;r=0`, `"a";r=0`, `;;;,,,""`,
 	} {
-		f.Add(s, s, s, s, uint16(429))
+		f.Add(s, s, s, s, s, uint16(429))
+	}
+	for _, s := range []string{"6m0s", "1m30.5s", "20ms", ".5s", "1.s", "0", "99999999999999h", "1µs2h", "1d", "-1s", "1.2.3s"} {
+		f.Add("", "", "", "", s, uint16(429))
 	}
 	now := time.Unix(1_800_000_000, 0)
-	f.Fuzz(func(t *testing.T, ietf, policy, reset, xreset string, status uint16) {
+	f.Fuzz(func(t *testing.T, ietf, policy, reset, xreset, llm string, status uint16) {
 		h := http.Header{}
-		for k, v := range map[string]string{"RateLimit": ietf, "RateLimit-Policy": policy, "RateLimit-Reset": reset, "X-RateLimit-Reset": xreset, "X-Rate-Limit-Reset": xreset} {
+		for k, v := range map[string]string{"RateLimit": ietf, "RateLimit-Policy": policy, "RateLimit-Reset": reset, "X-RateLimit-Reset": xreset,
+			"X-Rate-Limit-Reset": xreset, "X-Ratelimit-Reset-Requests": llm, "X-Ratelimit-Reset-Tokens": llm, "X-Ratelimit-Remaining-Tokens": "0"} {
 			if v != "" {
 				h.Set(k, v)
 			}
@@ -197,7 +305,7 @@ func FuzzParseRateLimitReset(f *testing.F) {
 		if d < 0 {
 			t.Fatalf("negative wait %v for %v", d, h)
 		}
-		if ok && ietf == "" && reset == "" && xreset == "" {
+		if ok && ietf == "" && reset == "" && xreset == "" && llm == "" {
 			t.Fatalf("a wait (%v) from no header: %v", d, h)
 		}
 		if !ok && d != 0 {
