@@ -205,6 +205,7 @@ func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Reques
 			Remaining: hold.Remaining, Wait: wait,
 		})
 		if err := t.wait(ctx, wait); err != nil {
+			processQuotas.Forget(hold) // its place in the queue goes
 			return err
 		}
 		waited += wait

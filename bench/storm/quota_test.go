@@ -380,6 +380,14 @@ func startInteractive(url, dialect string) *interactive {
 				}
 				in.mu.Lock()
 				in.latencies = append(in.latencies, time.Since(begin))
+				if os.Getenv("QUOTA_TRACE") != "" && time.Since(begin) > time.Second {
+					status := 0
+					if err == nil {
+						status = res.StatusCode
+					}
+					fmt.Fprintf(os.Stderr, "slow interactive call: began %s, took %v, status %d, err %v\n",
+						begin.Format("15:04:05.000"), time.Since(begin).Round(time.Millisecond), status, err)
+				}
 				if !ok {
 					in.failed++
 				}

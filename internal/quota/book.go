@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +32,11 @@ import (
 // of the two. A client whose share leaves the quota unused (the others'
 // batches ended) probes it: one send at a time while half a window's
 // quota is left, whose answers, if the count falls by no more than their
-// own sends, double its share. docs/ratelimit.md.
+// own sends, double its share. The requests held for a turn go in the
+// order they were first held (a queue per policy); at a turn the book
+// reckoned, one send asks first whether the window turned. An answer to an
+// earlier send that comes after the answers to later ones is older news.
+// docs/ratelimit.md.
 type Book struct {
 	n      atomic.Int32 // len(scopes): an empty book is read without the lock
 	mu     sync.RWMutex
@@ -70,6 +76,7 @@ type policy struct {
 
 	remaining int64     // the count as the answers of the current window state it (a bucket: the latest)
 	statedAt  time.Time // when the latest answer stated it
+	sentAt    time.Time // when the send that answer answered went: an answer to an earlier send is older news
 	resetAt   time.Time // when the current window turns; zero: not known
 	since     time.Time // when the current window began: sends before it are answered for an older one
 	limit     int64     // a window's quota; 0: not stated
@@ -81,10 +88,15 @@ type policy struct {
 	rateSeen  float64       // the fastest refill a bucket's answer implies, per second
 	fixed     bool          // an answer was not a bucket's: the count returns only at the turn
 
-	turn    time.Time // the turn the waiters are counted for
-	waiters int
+	queue   []waiter // the requests held for a turn, in the order first held
+	nextSeq uint64
 
 	paceNext time.Time // the next free slot of a bucket's pace
+
+	unconfirmed bool          // the window turned by the book's reckoning (roll); no answer has shown it yet
+	probeAt     time.Time     // when the send that asks whether it did went; zero: none out
+	lag         time.Duration // added to the stated resets: the server states its turn early (it rounds down)
+	refused     bool          // the answer being read refused the send that asked: the window did not turn
 
 	share  float64   // the client's estimated share of the quota, in (0, 1]
 	base   int64     // the count at the first answer of the measure; -1: none yet
@@ -95,6 +107,21 @@ type policy struct {
 	alone  int       // answers in a row whose count fell by their own send alone
 }
 
+// waiter is a request held for a policy's turn (or for the answer that
+// shows it), in its place in the policy's queue.
+type waiter struct {
+	seq uint64
+	due time.Time // when it asks again: one that has not asked waiterGrace after it gave up
+}
+
+// Bounds on a policy's queue: waiters past maxQueue wait without a place
+// (they ask again as new); a waiter that has not asked again waiterGrace
+// after its due time is taken to have given up (its context ended).
+const (
+	maxQueue    = 4096
+	waiterGrace = time.Second
+)
+
 // Ticket is a send that Reserve let go; pass it to Done with the send's
 // answer. The zero Ticket is valid.
 type Ticket struct {
@@ -103,6 +130,7 @@ type Ticket struct {
 	sentAt time.Time
 	sc     *scope
 	mask   uint32 // the policies of sc whose in-flight count it holds
+	probes uint32 // the policies of sc whose turn it asks about (turnProbeWait)
 }
 
 // Hold says why a request was not let go: the policy whose window it
@@ -113,7 +141,9 @@ type Hold struct {
 	Remaining int64
 	Wait      time.Duration
 
-	slot *policy // a bucket's, whose pace gave the request a slot
+	slot   *policy // a bucket's, whose pace gave the request a slot
+	queued *policy // the policy whose queue keeps the request's place, if any
+	seq    uint64  // its place there
 }
 
 // Reserve decides, at now, for a request of scope k whose route is route
@@ -144,12 +174,13 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, 
 	t.sc = sc
 	var held *policy
 	var wait time.Duration
+	turn := false // held waits for held's turn
 	for _, p := range sc.policies {
 		if !p.applies(route) {
 			continue
 		}
-		if w := p.hold(now, after != nil && after.slot == p); w > wait || held == nil && w > 0 {
-			held, wait = p, w
+		if w, toTurn := p.hold(now, after); w > wait || held == nil && w > 0 {
+			held, wait, turn = p, w, toTurn
 		}
 	}
 	if held != nil {
@@ -158,14 +189,21 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, 
 		case held.bucket():
 			h.slot = held
 		case wait <= bound:
-			h.Wait = held.enqueue(now)
+			h.Wait = held.enqueue(now, after, h, turn, wait)
+		default:
+			held.leave(after) // it will not wait: its place goes
 		}
 		return Ticket{}, h
 	}
 	for i, p := range sc.policies {
 		if p.applies(route) {
+			p.leave(after)
 			p.inFlight++
 			t.mask |= 1 << i
+			if p.unconfirmed && p.probeAt.IsZero() {
+				p.probeAt = now // the first send of a turn the book reckoned asks whether it came
+				t.probes |= 1 << i
+			}
 		}
 	}
 	return t, nil
@@ -182,10 +220,13 @@ func (b *Book) Done(t Ticket, obs []Observation, throttled bool, now time.Time) 
 	defer b.mu.Unlock()
 	sc := t.sc
 	for i, p := range sc.policiesOrNil() {
+		if t.probes&(1<<i) != 0 {
+			p.answerProbe(obs, throttled)
+		}
 		if t.mask&(1<<i) != 0 && p.inFlight > 0 {
 			p.inFlight--
 			if throttled && len(obs) == 0 && !t.sentAt.Before(p.since) {
-				p.remaining, p.statedAt = 0, now // the server refused: none left, whatever was stated
+				p.remaining, p.statedAt, p.sentAt = 0, now, t.sentAt // the server refused: none left, whatever was stated
 			}
 		}
 	}
@@ -202,6 +243,9 @@ func (b *Book) Done(t Ticket, obs []Observation, throttled bool, now time.Time) 
 		if p := sc.policy(o); p != nil {
 			p.observe(o, t, now, throttled)
 		}
+	}
+	for _, p := range sc.policies {
+		p.refused = false // read, or not stated by this answer
 	}
 }
 
@@ -275,7 +319,8 @@ func (p *policy) roll(now time.Time) {
 		p.measure(0)
 	}
 	p.since = p.resetAt
-	p.remaining, p.statedAt = p.quota(), p.resetAt
+	p.remaining, p.statedAt, p.sentAt = p.quota(), p.resetAt, p.resetAt
+	p.unconfirmed, p.probeAt = !p.bucket(), time.Time{}
 	p.base, p.own = -1, 0
 	if w := p.windowLen(); w > 0 {
 		n := now.Sub(p.resetAt)/w + 1 // windows passed, the one begun included
@@ -412,17 +457,104 @@ func (p *policy) room(now time.Time) int64 {
 }
 
 // hold returns how long a request must wait for p at now: zero if p has
-// room for it, or does not know when its window turns. slotted: the
-// request waited for a slot of p's pace.
-func (p *policy) hold(now time.Time, slotted bool) time.Duration {
+// room for it, or does not know when its window turns; and whether the
+// wait is for the turn. slotted: the request waited for a slot of p's pace.
+func (p *policy) hold(now time.Time, after *Hold) (time.Duration, bool) {
 	p.roll(now)
 	if p.bucket() {
-		return p.holdBucket(now, slotted)
+		return p.holdBucket(now, after != nil && after.slot == p), false
 	}
-	if p.resetAt.IsZero() || p.room(now) >= 1 {
+	if w := p.holdForProbe(now); w > 0 {
+		return w, false
+	}
+	if p.resetAt.IsZero() || p.room(now) > int64(p.ahead(now, after)) {
+		return 0, false
+	}
+	return p.resetAt.Sub(now), true
+}
+
+// ahead returns how many requests wait before the request that waited
+// for after (a new one: all that wait) and are due to ask again by now,
+// dropping the waiters that gave up. The room a window's turn gives goes
+// in the order the requests were first held: a closed loop that asks
+// again the moment its answer comes does not take the turn of a request
+// that waited for it; room that frees before the waiters are due goes to
+// whoever asks.
+func (p *policy) ahead(now time.Time, after *Hold) int {
+	if len(p.queue) == 0 {
 		return 0
 	}
-	return p.resetAt.Sub(now)
+	p.queue = slices.DeleteFunc(p.queue, func(w waiter) bool { return now.Sub(w.due) > waiterGrace })
+	end := len(p.queue)
+	if after != nil && after.queued == p {
+		end, _ = p.find(after.seq)
+	}
+	n := 0
+	for _, w := range p.queue[:end] {
+		if !w.due.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
+// find returns the index of seq in p's queue, or where it would be.
+func (p *policy) find(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(p.queue, seq, func(w waiter, seq uint64) int { return cmp.Compare(w.seq, seq) })
+}
+
+// leave takes the request that waited for after out of p's queue: it
+// goes, or will not wait again.
+func (p *policy) leave(after *Hold) {
+	if after == nil || after.queued != p {
+		return
+	}
+	if i, found := p.find(after.seq); found {
+		p.queue = slices.Delete(p.queue, i, i+1)
+	}
+}
+
+// turnProbeWait bounds the wait for the answer that shows a turn the book
+// reckoned (holdForProbe): an answer slower than this, the turn is taken
+// on trust.
+const turnProbeWait = 500 * time.Millisecond
+
+// holdForProbe returns how long a request must wait at now for the answer
+// to the first send of a window the book turned by its own reckoning: a
+// server that rounds its reset down, or whose clock runs late, turns
+// after the time it stated, and a whole window's quota sent at that time
+// would meet 429s. Until that answer shows the new window (or
+// turnProbeWait passes), the others wait for it, asking again at doubling
+// intervals from a millisecond. Zero when no such send is out.
+func (p *policy) holdForProbe(now time.Time) time.Duration {
+	if !p.unconfirmed || p.probeAt.IsZero() {
+		return 0
+	}
+	out := now.Sub(p.probeAt)
+	if out >= turnProbeWait {
+		p.unconfirmed = false
+		return 0
+	}
+	return min(max(out, time.Millisecond), turnProbeWait-out)
+}
+
+// answerProbe records the answer to the send that asked whether p's
+// window turned: a success shows it did; a 429 that states the turn come
+// (no reset, or one now) shows a server that states its turns early, and
+// later resets are read a second later (the rounding of whole seconds).
+func (p *policy) answerProbe(obs []Observation, throttled bool) {
+	p.probeAt = time.Time{}
+	switch {
+	case !throttled && len(obs) > 0:
+		p.unconfirmed = false
+	case throttled:
+		p.refused = true
+		for _, o := range obs {
+			if o.Policy == p.name && (!o.HasReset || o.Reset <= 0) {
+				p.lag = time.Second
+			}
+		}
+	}
 }
 
 // holdBucket is hold for a bucket: a request goes if there is room, and
@@ -451,26 +583,49 @@ func (p *policy) slot(now time.Time, due, gap time.Duration) time.Duration {
 	return max(at.Sub(now), time.Millisecond)
 }
 
-// enqueue counts a request among those that wait for p's turn and returns
-// its wait: to the turn, for as many as the next window is likely to let
-// go at once (the client's share of its quota); the others at slots spread
-// after it at the quota's pace, where they ask again.
-func (p *policy) enqueue(now time.Time) time.Duration {
-	if !p.turn.Equal(p.resetAt) {
-		p.turn, p.waiters = p.resetAt, 0
+// enqueue keeps the place in p's queue of a request held for wait (turn:
+// a wait for p's turn), giving a place to one that has none, records it
+// in h, and returns the request's wait: for a turn, to the turn, for as
+// many as the next window is likely to let go at once (the client's share
+// of its quota); the others at slots spread after it at the quota's pace,
+// where they ask again.
+func (p *policy) enqueue(now time.Time, after, h *Hold, turn bool, wait time.Duration) time.Duration {
+	k, found := 0, false
+	if after != nil && after.queued == p {
+		k, found = p.find(after.seq)
 	}
-	k := int64(p.waiters)
-	p.waiters++
-	wait := p.resetAt.Sub(now)
-	allowance := max(int64(p.share*float64(p.quota())), 1)
-	if k < allowance {
-		return wait
+	if !found {
+		if len(p.queue) >= maxQueue {
+			return wait
+		}
+		p.nextSeq++
+		k = len(p.queue)
+		p.queue = append(p.queue, waiter{seq: p.nextSeq})
 	}
-	gap := 50 * time.Millisecond
-	if w := p.windowLen(); w > 0 {
-		gap = w / time.Duration(p.quota())
+	h.queued, h.seq = p, p.queue[k].seq
+	if turn {
+		allowance := max(int(p.share*float64(p.quota())), 1)
+		if k >= allowance {
+			gap := 50 * time.Millisecond
+			if w := p.windowLen(); w > 0 {
+				gap = w / time.Duration(p.quota())
+			}
+			wait += time.Duration(k-allowance+1) * gap
+		}
 	}
-	return wait + time.Duration(k-allowance+1)*gap
+	p.queue[k].due = now.Add(wait)
+	return wait
+}
+
+// Forget takes the request that waited for h out of the queue it kept a
+// place in: it will not ask again (its context ended).
+func (b *Book) Forget(h *Hold) {
+	if h == nil || h.queued == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h.queued.leave(h)
 }
 
 // observe records o, stated by the answer to t at now.
@@ -499,7 +654,7 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 	resetAt := time.Time{}
 	switch {
 	case o.HasReset && o.Reset > 0:
-		resetAt = now.Add(o.Reset)
+		resetAt = now.Add(o.Reset + p.lag)
 	case o.Remaining == 0:
 		// None left, and no time (or "now", rounded down): hold for a
 		// second, or the window if shorter, rather than ask at once.
@@ -509,23 +664,35 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		}
 		resetAt = now.Add(hold)
 	}
-	p.count1(o.Remaining, now, throttled)
+	if p.refused {
+		// The window the book turned had not: its count is the old
+		// window's, which the share was measured on at the turn.
+		p.refused = false
+	} else {
+		p.count1(o.Remaining, now, throttled)
+	}
+	newer := !t.sentAt.Before(p.sentAt) // the send went after the one that stated the count kept
 	if p.bucket() {
-		// The latest statement: a bucket's count goes up and down.
-		p.remaining, p.statedAt, p.resetAt = o.Remaining, now, resetAt
+		// The latest statement: a bucket's count goes up and down. An
+		// answer to an earlier send, come late, is older news.
+		if newer {
+			p.remaining, p.statedAt, p.sentAt, p.resetAt = o.Remaining, now, t.sentAt, resetAt
+		}
 		return
 	}
-	if p.resetAt.IsZero() || o.Remaining > p.remaining+int64(p.inFlight)+1 {
+	if p.resetAt.IsZero() || newer && o.Remaining > p.remaining+int64(p.inFlight)+1 {
 		// The first statement of a window, or the count went up by more
-		// than answers out of order explain: the server's window turned
-		// early.
-		p.remaining, p.statedAt, p.resetAt = o.Remaining, now, resetAt
+		// than answers out of order explain, for a send that went after
+		// the one that stated the count: the server's window turned
+		// early. (An answer to an earlier send, come late, states the
+		// count before the sends answered since.)
+		p.remaining, p.statedAt, p.sentAt, p.resetAt = o.Remaining, now, t.sentAt, resetAt
 		return
 	}
 	// The same window: the lowest count, and the earliest turn (a reset
 	// in whole seconds rounds up; the earliest is the closest).
 	if o.Remaining < p.remaining {
-		p.remaining, p.statedAt = o.Remaining, now
+		p.remaining, p.statedAt, p.sentAt = o.Remaining, now, t.sentAt
 	}
 	if !resetAt.IsZero() && resetAt.Before(p.resetAt) {
 		p.resetAt = resetAt

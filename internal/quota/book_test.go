@@ -100,11 +100,141 @@ func TestBookStaleAnswer(t *testing.T) {
 	fresh, h := b.Reserve(host, "", later, time.Minute, nil) // the window turned
 	require.Nil(t, h)
 	answer(&b, old, 0, 1, later) // counted in the old window
+	answer(&b, fresh, 9, 2, later)
 	_, h = b.Reserve(host, "", later, time.Minute, nil)
 	assert.Nil(t, h, "the old window's 0 does not hold the new")
-	answer(&b, fresh, 0, 2, later)
+	spent, _ := b.Reserve(host, "", later, time.Minute, nil)
+	answer(&b, spent, 0, 2, later)
 	_, h = b.Reserve(host, "", later, time.Minute, nil)
 	assert.NotNil(t, h)
+}
+
+// An answer to an earlier send that comes after the answers to later ones
+// states a count from before them: it neither raises a window's count (as
+// if the window had turned) nor a bucket's.
+func TestBookLateAnswerIsOlderNews(t *testing.T) {
+	var b Book
+	first, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answer(&b, first, 9, 2, now) // a window: 9 of 10 left
+	var sends []Ticket
+	for i := range 9 {
+		tk, h := b.Reserve(host, "", now.Add(time.Duration(i+1)*time.Microsecond), time.Minute, nil)
+		require.Nil(t, h)
+		sends = append(sends, tk)
+	}
+	for i := len(sends) - 1; i >= 1; i-- { // the later sends answered first: the count falls to 0
+		answer(&b, sends[i], 8-i, 2, now)
+	}
+	_, h := b.Reserve(host, "", now, time.Minute, nil)
+	require.NotNil(t, h, "8 answered, 1 in flight, 0 left")
+	answer(&b, sends[0], 8, 2, now) // the earliest send, answered last: 8 left when it was counted
+	_, h = b.Reserve(host, "", now, time.Minute, nil)
+	assert.NotNil(t, h, "a late answer is not the window turning early")
+
+	var k Book // a bucket: count and refill until the reset make the quota
+	at := now
+	var tks []Ticket
+	for r := 3; r >= 0; r-- {
+		tk, h := k.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, h)
+		tks = append(tks, tk)
+		answerBucket(&k, tk, r, at)
+	}
+	late, h := k.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h, "paced as a bucket: no token now")
+	assert.Zero(t, late.mask)
+	at = at.Add(time.Millisecond)
+	answerBucket(&k, tks[0], 3, at) // an early send's answer, again, late: 3 tokens then
+	_, h = k.Reserve(host, "", at, time.Minute, nil)
+	assert.NotNil(t, h, "the bucket's count is the latest send's, not the latest answer's")
+}
+
+// answerBucket records an answer of a bucket of 10 refilled at 5 per second
+// (its reset the time to a full bucket, in whole seconds).
+func answerBucket(b *Book, tk Ticket, r int, at time.Time) {
+	h := http.Header{"Ratelimit": {fmt.Sprintf(`"q";r=%d;t=%d`, r, int(math.Ceil(float64(10-r)/5)))},
+		"Ratelimit-Policy": {`"q";q=10;w=2`}}
+	b.Done(tk, Read(h, at, IETF, 0, false), false, at)
+}
+
+// At a turn the book reckoned (no answer has stated the new window yet),
+// one send goes first and the others wait for its answer; if the server
+// refuses it as a window not yet turned, with a reset of "now" (it rounds
+// its turns down), the window's quota stays held and later resets are read
+// a second later. A client alone keeps its share.
+func TestBookTurnProbe(t *testing.T) {
+	var b Book
+	for r := 9; r >= 0; r-- { // the client spends the window alone; it turns in 2 s, it says
+		tk, h := b.Reserve(host, "", now, time.Minute, nil)
+		require.Nil(t, h)
+		answerX(&b, tk, r, now.Add(2*time.Second), now, false)
+	}
+	turn := now.Add(2 * time.Second)
+	probe, h := b.Reserve(host, "", turn, time.Minute, nil)
+	require.Nil(t, h, "the first send at the turn")
+	assert.NotZero(t, probe.probes)
+	other, h := b.Reserve(host, "", turn, time.Minute, nil)
+	require.NotNil(t, h, "the others wait for its answer")
+	assert.Zero(t, other.mask)
+	assert.LessOrEqual(t, h.Wait, 10*time.Millisecond)
+	answerX(&b, probe, 0, turn, turn.Add(time.Millisecond), true) // 429: the stated turn (now) has not come
+	_, h2 := b.Reserve(host, "", turn.Add(2*time.Millisecond), time.Minute, h)
+	require.NotNil(t, h2, "held: the window did not turn")
+	assert.Greater(t, h2.Wait, 900*time.Millisecond)
+	b.Forget(h2) // it gives up
+
+	next := turn.Add(time.Second + 2*time.Millisecond)
+	ok, h := b.Reserve(host, "", next, time.Minute, nil)
+	require.Nil(t, h)
+	answerX(&b, ok, 9, now.Add(4*time.Second), next, false) // the new window (it began at 2.5 s: it turns at 4.5 s; "4" it says)
+	for range 9 {
+		_, h := b.Reserve(host, "", next, time.Minute, nil)
+		require.Nil(t, h, "a client alone keeps its whole share")
+	}
+	_, h = b.Reserve(host, "", next, time.Minute, nil)
+	require.NotNil(t, h)
+	assert.InDelta(t, 1998*time.Millisecond, h.Wait, float64(time.Millisecond), "the stated reset, and the second the server rounds down")
+}
+
+// answerX records a GitHub-style answer: 10 a window, r remaining, and
+// the epoch second reset (truncated) when the window turns.
+func answerX(b *Book, tk Ticket, r int, reset, at time.Time, throttled bool) {
+	h := http.Header{"X-Ratelimit-Limit": {"10"}, "X-Ratelimit-Remaining": {fmt.Sprint(r)},
+		"X-Ratelimit-Reset": {fmt.Sprint(reset.Unix())}}
+	b.Done(tk, Read(h, at, XRateLimit, 0, false), throttled, at)
+}
+
+// The room a turn gives goes to the requests held for it in the order they
+// were first held, whatever order they ask again in; a request that gives
+// up leaves its place.
+func TestBookHeldGoInOrder(t *testing.T) {
+	var b Book
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answer(&b, tk, 0, 1, now) // spent until now+1s; 10 a window
+	var holds []*Hold
+	for i := range 12 {
+		_, h := b.Reserve(host, "", now.Add(time.Duration(i)*time.Millisecond), time.Minute, nil)
+		require.NotNil(t, h)
+		holds = append(holds, h)
+	}
+	turn := now.Add(time.Second)
+	assert.Equal(t, turn.Sub(now.Add(9*time.Millisecond)), holds[9].Wait, "the tenth waits for the turn")
+	assert.Greater(t, holds[10].Wait, holds[9].Wait, "the eleventh for a slot after it")
+	probe, h := b.Reserve(host, "", turn, time.Minute, holds[9])
+	require.Nil(t, h, "at the turn, one of those held for it")
+	answer(&b, probe, 9, 2, turn.Add(time.Millisecond))
+	at := turn.Add(2 * time.Millisecond)
+	_, h = b.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h, "a new request waits behind the nine due, who take the nine left")
+	b.Forget(holds[0]) // the first gives up
+	_, h = b.Reserve(host, "", at, time.Minute, nil)
+	require.Nil(t, h, "its place goes to the next to ask")
+	for i := 8; i >= 1; i-- { // they ask again in any order
+		_, h := b.Reserve(host, "", at, time.Minute, holds[i])
+		require.Nil(t, h, "held %d goes", i)
+	}
+	_, h = b.Reserve(host, "", at, time.Minute, holds[10])
+	assert.NotNil(t, h, "the window's quota is taken: 9 in flight, 9 stated")
 }
 
 // Bounded memory: at most MaxScopes scopes, the least recently used goes.
@@ -136,11 +266,15 @@ type simServer struct {
 	count  map[int64]int // fixed window: sends per window index
 	tokens float64
 	last   time.Duration
+	log    []time.Duration // when set (non-nil), every send's arrival
 }
 
 // serve answers a send arriving at at: whether it was let through, and the
 // header it answers with.
 func (s *simServer) serve(at time.Duration) (bool, http.Header) {
+	if s.log != nil {
+		s.log = append(s.log, at)
+	}
 	ok, r, reset := false, 0, time.Duration(0)
 	if s.bucket {
 		rate := float64(s.quota) / s.window.Seconds()
