@@ -648,8 +648,8 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 	}
 	p.learnShape(o)
 	p.roll(now)
-	if t.sentAt.Before(p.since) {
-		return // sent in a window past: its count is not this window's
+	if t.sentAt.Before(p.since) && !p.countedSince(o, now) {
+		return // sent in a window past, and counted in it: its count is not this window's
 	}
 	resetAt := time.Time{}
 	switch {
@@ -697,6 +697,17 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 	if !resetAt.IsZero() && resetAt.Before(p.resetAt) {
 		p.resetAt = resetAt
 	}
+}
+
+// countedSince reports whether o, the answer at now to a send that went
+// before p's window began (by the book's reckoning), was counted in that
+// window all the same: the server turned first (the book turns at the
+// stated reset, which rounds up), and its answer states a count left and
+// a turn more than a window's quarter past the rounding (a second) after
+// the window began. Such a send spent the new window's quota; its answer
+// is read as the window's.
+func (p *policy) countedSince(o Observation, now time.Time) bool {
+	return o.HasReset && o.Remaining > 0 && now.Add(o.Reset).Sub(p.since) > time.Second+p.windowLen()/4
 }
 
 // learnShape reads whether o is a bucket's answer: a bucket that states

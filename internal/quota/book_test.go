@@ -149,6 +149,29 @@ func TestBookLateAnswerIsOlderNews(t *testing.T) {
 	assert.NotNil(t, h, "the bucket's count is the latest send's, not the latest answer's")
 }
 
+// A send that went just before the book's turn, but that the server
+// counted in its new window (it turned first, and the send arrived after
+// the turn's first), spends the new window: its answer, come after the
+// turn, states the new window's count and is read.
+func TestBookSendCountedInTheNewWindow(t *testing.T) {
+	var b Book
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answer(&b, tk, 5, 2, now) // 5 of 10 left; the window turns at 2 s
+	gap, h := b.Reserve(host, "", now.Add(1900*time.Millisecond), time.Minute, nil)
+	require.Nil(t, h)
+	after := now.Add(2100 * time.Millisecond) // the book turned at 2 s
+	probe, h := b.Reserve(host, "", after, time.Minute, nil)
+	require.Nil(t, h)
+	answer(&b, probe, 9, 2, after)
+	answer(&b, gap, 8, 2, after) // counted in the new window after the probe
+	for i := range 8 {
+		_, h := b.Reserve(host, "", after, time.Minute, nil)
+		require.Nil(t, h, "send %d of the 8 left", i)
+	}
+	_, h = b.Reserve(host, "", after, time.Minute, nil)
+	assert.NotNil(t, h, "the window's 10: the probe's, the gap's and 8")
+}
+
 // answerBucket records an answer of a bucket of 10 refilled at 5 per second
 // (its reset the time to a full bucket, in whole seconds).
 func answerBucket(b *Book, tk Ticket, r int, at time.Time) {
