@@ -570,7 +570,15 @@ func (p *policy) holdBucket(now time.Time, slotted bool) time.Duration {
 		return 0
 	}
 	need := float64(p.inFlight+1) - p.share1()*p.count(now)
-	return p.slot(now, time.Duration(need/perSec*float64(time.Second)), gap)
+	due := time.Duration(need / perSec * float64(time.Second))
+	if slotted {
+		// Its slot came and the sends in flight still claim the tokens:
+		// it waits for its own token, keeping its turn, rather than take
+		// a slot behind every other waiter (each such slot, wasted, would
+		// slow the pace below the rate).
+		return max(due, time.Millisecond)
+	}
+	return p.slot(now, due, gap)
 }
 
 // slot takes the next slot of p's pace, no sooner than now+due.

@@ -149,6 +149,32 @@ func TestBookLateAnswerIsOlderNews(t *testing.T) {
 	assert.NotNil(t, h, "the bucket's count is the latest send's, not the latest answer's")
 }
 
+// A request whose slot of a bucket's pace came, but whose token the sends
+// in flight claimed, waits for its own token, not for a slot behind every
+// other waiter: wasted slots would pace the client below the rate.
+func TestBookSlotKeptWhenTokenClaimed(t *testing.T) {
+	var b Book
+	at := now
+	for r := 3; r >= 0; r-- { // a bucket of 10, 5 a second: a token every 200 ms
+		tk, h := b.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, h)
+		answerBucket(&b, tk, r, at)
+	}
+	var holds []*Hold
+	for range 3 {
+		_, h := b.Reserve(host, "", at, time.Minute, nil)
+		require.NotNil(t, h)
+		holds = append(holds, h)
+	}
+	require.Equal(t, 200*time.Millisecond, holds[0].Wait)
+	at = at.Add(200 * time.Millisecond)
+	_, h := b.Reserve(host, "", at, time.Minute, holds[1]) // early, and the token is there: it goes
+	require.Nil(t, h)
+	_, h = b.Reserve(host, "", at, time.Minute, holds[0]) // its slot, its token taken
+	require.NotNil(t, h)
+	assert.Equal(t, 200*time.Millisecond, h.Wait, "the next token's time, not a slot after the others'")
+}
+
 // A send that went just before the book's turn, but that the server
 // counted in its new window (it turned first, and the send arrived after
 // the turn's first), spends the new window: its answer, come after the
