@@ -410,6 +410,7 @@ func TestRateLimitResetLoopback(t *testing.T) {
 				give.Set("X-RateLimit-Reset", strconvUnix(time.Now().Add(30*time.Second)))
 				lo, hi = 19*time.Second, 41*time.Second
 			}
+			t.Cleanup(retryhttp.ForgetQuotas) // its fields leave no quota for a later test's server on its port
 			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 				if n == 1 {
 					for k, v := range give {
@@ -488,6 +489,7 @@ func TestHostileRateLimitReset(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Cleanup(retryhttp.ForgetQuotas) // its fields leave no quota for a later test's server on its port
 			srv := testkit.NewCountingServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				for k, v := range tt.give {
 					w.Header()[k] = v
@@ -517,6 +519,7 @@ func TestHoldDuringPause(t *testing.T) {
 			var mu sync.Mutex
 			var paused, second time.Time // when the 429 left, when /second arrived
 			limited := make(chan struct{})
+			t.Cleanup(retryhttp.ForgetQuotas) // its fields leave no quota for a later test's server on its port
 			srv := testkit.NewCountingServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				defer mu.Unlock()

@@ -185,3 +185,8 @@ func outage(b *RetryBudget, rawURL string) {
 		DepositFor(b, mustRequest(rawURL), nil)
 	}
 }
+
+// ForgetQuotas empties the process's quota book: a test whose server
+// advertised a quota leaves nothing for a later test's server that is
+// given the same port (the book is keyed by host and port).
+func ForgetQuotas() { processQuotas.Reset() }

@@ -32,6 +32,7 @@ type quotaServer struct {
 
 func newQuotaServer(t *testing.T, clock *retryhttptest.Clock, limit int, window time.Duration, dialect string) *quotaServer {
 	s := &quotaServer{start: clock.Now()}
+	t.Cleanup(retryhttp.ForgetQuotas)
 	used, index := 0, int64(0)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()

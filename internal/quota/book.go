@@ -790,6 +790,15 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 	}
 }
 
+// Reset forgets every scope b keeps, as if no server had advertised a
+// quota to it.
+func (b *Book) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.scopes)
+	b.n.Store(0)
+}
+
 // Idle reports whether b keeps no scope: no server has advertised a quota
 // to it, so Reserve would let everything go. It takes no lock.
 func (b *Book) Idle() bool { return b.n.Load() == 0 }
