@@ -23,7 +23,10 @@ import (
 // their probes (testkit.MaxProbes) to its ten retries; they wait out
 // their bounds (MaxWait) on a clock that jumps to the end of every wait
 // (retryhttp.NewAutoFakeTime, as onFakeTime), shared by the budget and the
-// Transports that use it, in microseconds instead of seconds.
+// Transports that use it, in microseconds instead of seconds. A retry that
+// saw a token, and whose delay ends after its host has been seen failing,
+// parks instead of taking it: a few of the ten may go unspent (5,008 to
+// 5,014 hits, probes included, in 200 runs of either row).
 func TestAmplificationDeadBackend(t *testing.T) {
 	const (
 		clients   = 50
@@ -38,6 +41,7 @@ func TestAmplificationDeadBackend(t *testing.T) {
 		fakeTime  bool // one budget with the defaults for all the clients' Transports, on one fake clock with them
 		want      float64
 		probes    int // at most this many more hits than want
+		unspent   int // at most this many fewer hits than want
 
 		ownNoParking bool // each Transport gets a budget of its own, parking off
 	}{
@@ -45,10 +49,12 @@ func TestAmplificationDeadBackend(t *testing.T) {
 		{
 			name: "retryhttp defaults, a Transport per client", fakeTime: true,
 			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: testkit.MaxProbes,
+			unspent: retryhttp.DefaultRetryBudgetCapacity / 2,
 		},
 		{
 			name: "retryhttp defaults, one Transport shared by the clients", shared: true, fakeTime: true,
 			want: float64(requests+retryhttp.DefaultRetryBudgetCapacity) / requests, probes: testkit.MaxProbes,
+			unspent: retryhttp.DefaultRetryBudgetCapacity / 2,
 		},
 		{
 			name: "parking off, a budget per Transport (per client)", ownNoParking: true,
@@ -95,8 +101,8 @@ func TestAmplificationDeadBackend(t *testing.T) {
 			wg.Wait()
 
 			got := float64(srv.Attempts.Load()) / float64(clients*n)
-			t.Logf("| %s | %.3f× |", tt.name, got)
-			assert.GreaterOrEqual(t, got, tt.want-1e-9)
+			t.Logf("| %s | %.3f× | %d hits", tt.name, got, srv.Attempts.Load())
+			assert.GreaterOrEqual(t, got, tt.want-float64(tt.unspent)/float64(clients*n)-1e-9)
 			assert.LessOrEqual(t, got, tt.want+float64(tt.probes)/float64(clients*n)+1e-9)
 		})
 	}
