@@ -56,6 +56,7 @@ func TestDocNumbers(t *testing.T) {
 		{"WithAdaptiveHedging", "clamped to [" + n(tail.MinQuantile) + ", " + n(tail.MaxQuantile) + "]"},
 
 		{"Quotas", "at most " + n(quota.MaxScopes) + " scopes"},
+		{"WithQuotaPacing", "wait for its answer, at most " + dur(quota.FirstContactWait) + ", so that"},
 		{"Quotas", "and " + n(quota.MaxPolicies) + " quotas each"},
 
 		{"RetryBudgetOptions.Capacity", "above " + pow(2, budget.MaxCapacity) + " are treated as " + pow(2, budget.MaxCapacity)},

@@ -137,8 +137,9 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	// first while its advertised quota is spent (quota.go).
 	var q quotaSend
 	q.on = s.quotaPacing
-	if q.on && (s.quotaScope != nil || !processQuotas.Idle()) {
+	if q.on && (s.quotaScope != nil || !processQuotas.Idle() || processContacts.Cold(caller.URL)) {
 		if err := t.quotaHold(ctx, &s, caller, 1, &q); err != nil {
+			q.heard()
 			h.recycle()
 			return nil, quotaEnding(err, 0), err
 		}
@@ -146,6 +147,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	sent, err := t.attemptRequest(&h.body, 1)
 	if err != nil {
 		t.quotaDone(caller, &q, nil)
+		q.heard()
 		h.recycle()
 		return nil, ending{StopError, 0}, err
 	}
@@ -170,6 +172,7 @@ func (t *Transport) roundTripHedged(ctx context.Context, caller *http.Request, s
 	}()
 	res, err := t.sendSettled(req, &s, &attemptOutcome{First: true}, nil)
 	t.quotaDone(sent, &q, res)
+	q.heard()
 	sending = false
 	o := outcome{n: 1, req: sent, res: res, err: err}
 	if !h.began.IsZero() {

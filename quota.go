@@ -26,6 +26,12 @@ import (
 // default retry budget.
 var processQuotas quota.Book
 
+// processContacts is the first-contact gate of the process's hosts: the
+// first request to a host the process has not heard from goes alone, the
+// others wait for its answer (at most 100 ms), so that a quota it states
+// is known before they go.
+var processContacts = quota.NewContacts()
+
 // maxScopeName bounds the length of a scope name of WithQuotaScope; a
 // longer one is cut.
 const maxScopeName = 128
@@ -34,7 +40,10 @@ const maxScopeName = 128
 // their servers advertise: every response's RateLimit fields (IETF, all
 // drafts) and X-RateLimit-* fields are read, and a request whose quota is
 // spent waits until the server's window turns instead of meeting a 429;
-// concurrent requests do not overshoot what remains. A wait longer than
+// concurrent requests do not overshoot what remains. The first request to
+// a host the process has not heard from goes alone: the others sent
+// meanwhile wait for its answer, at most 100ms, so that a quota it states
+// is known before they go. A wait longer than
 // the maximum delay (WithMaxDelay), or past the context's deadline, fails
 // at once with a *QuotaWaitError. False turns it off: nothing is read or
 // held. docs/ratelimit.md ("Advertised quotas") has the rules.
@@ -163,15 +172,48 @@ type quotaSend struct {
 	sentAt time.Time // when it was let go, if a quota was known
 	asked  bool      // tk is Reserve's
 	on     bool      // pacing is on for the request
+
+	contact *quota.Contact // the gate of the host, when this is the first send to it
 }
 
-// quotaHold holds the attempt req of count until its scope's advertised
-// quota lets it go, and fills q for quotaDone. It fails with a
+// firstContact lets the attempt req go at once to a host the process has
+// heard from. The first attempt to a host not heard from goes too, and q
+// keeps its gate for heard; the others wait for its answer, at most
+// quota.FirstContactWait, or fail with the context's error.
+func (t *Transport) firstContact(ctx context.Context, req *http.Request, q *quotaSend) error {
+	c := processContacts.Ask(req)
+	switch {
+	case c == nil:
+		return nil
+	case c.Claim():
+		q.contact = c
+		return nil
+	}
+	return c.Wait(ctx)
+}
+
+// heard opens the gate q kept, if any: its attempt was answered (and its
+// quota, if it stated one, read), or failed.
+func (q *quotaSend) heard() {
+	if q.contact != nil {
+		q.contact.Open()
+		q.contact = nil
+	}
+}
+
+// quotaHold holds the attempt req of count until its host has been heard
+// from (firstContact) and its scope's advertised quota lets it go, and
+// fills q for quotaDone and heard. It fails with a
 // *QuotaWaitError when the wait would pass the maximum delay or the
 // deadline, or with the context's error.
 func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Request, count int, q *quotaSend) error {
-	q.on = true // s.quotaPacing: the caller asks only then (and, with no
-	// scope function, only once a quota is known in the process)
+	q.on = true // s.quotaPacing: the caller asks only then
+	if err := t.firstContact(ctx, req, q); err != nil {
+		return err
+	}
+	if s.quotaScope == nil && processQuotas.Idle() {
+		return nil // the usual case: no quota known in the process
+	}
 	if s.quotaScope != nil {
 		q.name = s.quotaScope(req)
 		if len(q.name) > maxScopeName {

@@ -211,8 +211,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// retry after a lost connection.
 		var q quotaSend // held while its advertised quota is spent (quota.go)
 		q.on = s.quotaPacing
-		if q.on && (s.quotaScope != nil || !processQuotas.Idle()) {
+		if q.on && (s.quotaScope != nil || !processQuotas.Idle() || processContacts.Cold(req.URL)) {
 			if err := t.quotaHold(ctx, s, req, count, &q); err != nil {
+				q.heard()
 				l.End(outNeutral, 0, 0)
 				return nil, quotaEnding(err, count-1), err
 			}
@@ -222,6 +223,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 			l.End(outNeutral, 0, 0)
 			if q.on {
 				t.quotaDone(req, &q, nil)
+				q.heard()
 			}
 			return nil, ending{StopError, count - 1}, err
 		}
@@ -231,6 +233,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		if q.on && (q.asked || res != nil && quota.Advertised(res.Header)) {
 			t.quotaDone(sent, &q, res) // a quota known, or one stated
 		}
+		q.heard()
 		if o.First && s.hedgeQuantile != 0 {
 			// Adaptive hedging learns from the latency of first
 			// attempts (hedgedelay.go).
