@@ -29,10 +29,15 @@ import (
 // pace rather than wait for a full bucket. The share is 1 for a client
 // alone; several clients that use one quota see the count fall faster
 // than their own sends explain, and each estimates its share as the ratio
-// of the two. A client whose share leaves the quota unused (the others'
-// batches ended) probes it: one send at a time while half a window's
-// quota is left, whose answers, if the count falls by no more than their
-// own sends, double its share. The requests held for a turn go in the
+// of the two (a client refused at its first send starts at the least).
+// At a fixed window's turn, a client of such a fleet sends its share of
+// the quota and waits for the bursts to land before it reads the counts
+// again; one whose own sends in flight hold its room waits for their
+// answers, not the turn. A client whose share leaves the quota unused
+// (the others' batches ended) probes it: one send at a time while half a
+// window's quota is left, whose answers, if the count falls by no more
+// than their own sends, double its share; a bucket full but for its own
+// sends gives it the whole. The requests held for a turn go in the
 // order they were first held (a queue per policy); at a turn the book
 // reckoned, one send asks first whether the window turned. An answer to an
 // earlier send that comes after the answers to later ones is older news.
@@ -91,7 +96,8 @@ type policy struct {
 	queue   []waiter // the requests held for a turn, in the order first held
 	nextSeq uint64
 
-	paceNext time.Time // the next free slot of a bucket's pace
+	paceNext time.Time     // the next free slot of a bucket's pace
+	rtt      time.Duration // the latest time from a send to its answer
 
 	unconfirmed bool          // the window turned by the book's reckoning (roll); no answer has shown it yet
 	probeAt     time.Time     // when the send that asks whether it did went; zero: none out
@@ -187,7 +193,9 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, 
 		h := &Hold{Policy: held.name, Remaining: held.remaining, Wait: wait}
 		switch {
 		case held.bucket():
-			h.slot = held
+			// A slot beyond a window: the pace may quicken meanwhile (the
+			// share grows); it asks again a window on, its slot kept.
+			h.slot, h.Wait = held, min(wait, held.windowLen())
 		case wait <= bound:
 			h.Wait = held.enqueue(now, after, h, turn, wait)
 		default:
@@ -225,6 +233,9 @@ func (b *Book) Done(t Ticket, obs []Observation, throttled bool, now time.Time) 
 		}
 		if t.mask&(1<<i) != 0 && p.inFlight > 0 {
 			p.inFlight--
+			if d := now.Sub(t.sentAt); d > 0 {
+				p.rtt = d
+			}
 			if throttled && len(obs) == 0 && !t.sentAt.Before(p.since) {
 				p.remaining, p.statedAt, p.sentAt = 0, now, t.sentAt // the server refused: none left, whatever was stated
 			}
@@ -360,7 +371,11 @@ func (p *policy) estimate(refill float64) (float64, bool) {
 	if spent <= 0 {
 		return 0, false
 	}
-	return min(max(float64(p.own+int64(p.inFlight))/spent, 1/float64(min(p.quota(), 64))), 1), true
+	own := p.own
+	if !p.spent() {
+		own += int64(p.inFlight) // a window seen spent had room for none of them
+	}
+	return min(max(float64(own)/spent, 1/float64(min(p.quota(), 64))), 1), true
 }
 
 // spent reports whether p's answers showed its fixed window spent (a count
@@ -385,6 +400,13 @@ func (p *policy) quota() int64 {
 func (p *policy) windowLen() time.Duration {
 	if p.window > 0 {
 		return p.window
+	}
+	if whole := p.span.Truncate(time.Second) + time.Second; whole-p.span < whole/40 {
+		// The longest reset seen is what was left of the window at the
+		// first answer after a turn: a little short of it. Windows are
+		// whole seconds; one taken a little short turns early, and every
+		// few turns a send meets the old window's end.
+		return whole
 	}
 	return p.span
 }
@@ -446,7 +468,16 @@ func (p *policy) count(now time.Time) float64 {
 // least one send when none is in flight (a probe).
 func (p *policy) room(now time.Time) int64 {
 	c := p.count(now)
-	room := int64(p.share1()*c+1e-9) - int64(p.inFlight)
+	if p.fleet() && now.Before(p.burstEnd()) {
+		// The turn's burst: the clients of a fleet each send their share
+		// of the window's quota at once, and the counts their answers
+		// state do not show the others' bursts yet: a client sends its
+		// share of the quota (one at least), no more, until they have
+		// landed.
+		budget := max(int64(p.share*float64(p.quota())+1e-9), 1)
+		return min(budget-p.own, int64(c)) - int64(p.inFlight)
+	}
+	room := p.allowance(c) - int64(p.inFlight)
 	if room < 1 && p.inFlight == 0 && p.fixed && 2*c >= float64(p.quota()) {
 		// A probe: half the window's quota or more is left, which the
 		// share would leave unused if the other clients no longer send.
@@ -454,6 +485,27 @@ func (p *policy) room(now time.Time) int64 {
 		return 1
 	}
 	return room
+}
+
+// fleet reports whether p's client shares a fixed window with others (its
+// share is below shareAlone) and saw the window turn.
+func (p *policy) fleet() bool {
+	return p.fixed && p.share1() < 1 && !p.since.IsZero()
+}
+
+// burstEnd returns when the clients' bursts at the turn of p's window are
+// taken to have landed: a few round trips after it.
+func (p *policy) burstEnd() time.Time {
+	return p.since.Add(max(minBurstSpan, 4*p.rtt))
+}
+
+// minBurstSpan is burstEnd's least span after the turn.
+const minBurstSpan = 20 * time.Millisecond
+
+// allowance returns how many sends the client's share of the count c lets
+// be in flight at once.
+func (p *policy) allowance(c float64) int64 {
+	return int64(p.share1()*c + 1e-9)
 }
 
 // hold returns how long a request must wait for p at now: zero if p has
@@ -467,8 +519,24 @@ func (p *policy) hold(now time.Time, after *Hold) (time.Duration, bool) {
 	if w := p.holdForProbe(now); w > 0 {
 		return w, false
 	}
-	if p.resetAt.IsZero() || p.room(now) > int64(p.ahead(now, after)) {
+	if p.resetAt.IsZero() {
 		return 0, false
+	}
+	ahead := int64(p.ahead(now, after))
+	if p.room(now) > ahead {
+		return 0, false
+	}
+	if p.fleet() && now.Before(p.burstEnd()) {
+		// Its share of the turn's burst sent: what the bursts left goes
+		// by the counts once they have landed.
+		return min(p.burstEnd().Sub(now), p.resetAt.Sub(now)), false
+	}
+	if p.inFlight > 0 && p.share1() < 1 && p.allowance(p.count(now)) > ahead {
+		// The client's own sends in flight hold the room its share of the
+		// count gives: their answers free part of it (the share of a
+		// count fallen by them is less by less than them), long before
+		// the turn.
+		return min(max(p.rtt, time.Millisecond), p.resetAt.Sub(now)), false
 	}
 	return p.resetAt.Sub(now), true
 }
@@ -514,6 +582,10 @@ func (p *policy) leave(after *Hold) {
 	}
 }
 
+// fineHold is how long a count of 0 whose window turns "now", stated
+// finer than in whole seconds, holds the requests.
+const fineHold = 50 * time.Millisecond
+
 // turnProbeWait bounds the wait for the answer that shows a turn the book
 // reckoned (holdForProbe): an answer slower than this, the turn is taken
 // on trust.
@@ -550,8 +622,16 @@ func (p *policy) answerProbe(obs []Observation, throttled bool) {
 	case throttled:
 		p.refused = true
 		for _, o := range obs {
-			if o.Policy == p.name && (!o.HasReset || o.Reset <= 0) {
+			switch {
+			case o.Policy != p.name:
+			case !o.Fine && (!o.HasReset || o.Reset <= 0):
 				p.lag = time.Second
+			case o.HasReset && o.Reset < p.windowLen()/2 && p.window == 0:
+				// The window had not turned: it is longer than the
+				// longest reset seen (a client that joined a window late
+				// never saw its whole length), by the time it still had
+				// to run.
+				p.span = min(p.span+o.Reset, maxReset)
 			}
 		}
 	}
@@ -665,8 +745,12 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		resetAt = now.Add(o.Reset + p.lag)
 	case o.Remaining == 0:
 		// None left, and no time (or "now", rounded down): hold for a
-		// second, or the window if shorter, rather than ask at once.
+		// second, or the window if shorter, rather than ask at once; for
+		// a reset stated finer, "now" is now: for a moment.
 		hold := time.Second
+		if o.HasReset && o.Fine {
+			hold = fineHold
+		}
 		if p.window > 0 {
 			hold = min(hold, p.window)
 		}
@@ -733,7 +817,8 @@ func (p *policy) learnShape(o Observation) {
 		return
 	}
 	q := float64(p.quota())
-	if o.Remaining < p.quota()/2 {
+	if o.Remaining <= p.quota()-2 {
+		// At least this fast: the bucket holds o.Remaining and a fraction.
 		p.rateSeen = max(p.rateSeen, (q-float64(o.Remaining)-1)/o.Reset.Seconds())
 	}
 	if w := p.windowLen(); w > 0 {
@@ -775,7 +860,20 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 	} else {
 		p.alone = 0
 	}
+	if p.prevR < 0 && throttled && r == 0 {
+		// Refused at the first send (the first contact goes alone): the
+		// others spent the quota before it. Its share starts at the
+		// least; it grows as the count shows no one else sending, or at
+		// the turn's measure.
+		p.share = 1 / float64(min(p.quota(), 64))
+	}
 	p.prevR = r
+	if p.bucket() && !throttled && r+int64(p.inFlight)+1 >= p.quota() {
+		// A bucket full but for the client's own sends: no one else spends
+		// it (the other clients' batches ended), whatever share the
+		// measure gave the client while they did.
+		p.share, p.paceNext = 1, time.Time{} // the slots given at the old pace are not waited for
+	}
 	// Within the measure: a share clearly below the estimate counts at
 	// once (a fleet's first window, where each client took itself to be
 	// alone).

@@ -396,6 +396,7 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 	books := make([]Book, clients)
 	started := make([]int, clients)
 	done := make([]int, clients)
+	heard, claimed := make([]bool, clients), make([]bool, clients)
 	dialects := IETF
 	if s.dialect == "llm" {
 		dialects = LLM
@@ -429,6 +430,16 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 			if e.worker < 0 && finished == clients {
 				continue
 			}
+			if !heard[e.client] {
+				// The first-contact gate (Contacts): the first send to the
+				// host goes alone, the others wait for its answer.
+				if claimed[e.client] {
+					e.at += time.Millisecond
+					heap.Push(q, e)
+					continue
+				}
+				claimed[e.client] = true
+			}
 			tk, h := b.Reserve(host, "", at, time.Minute, e.after)
 			if h != nil {
 				e.at += h.Wait
@@ -446,6 +457,7 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 			continue
 		}
 		b.Done(e.tk, Read(e.h, at, dialects, 0, false), !e.ok, at)
+		heard[e.client] = true
 		if !e.ok {
 			heap.Push(q, simEvent{at: e.at, client: e.client, worker: e.worker, asked: e.asked}) // sent again
 			continue
@@ -475,14 +487,15 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 // against 50 per 2 s, a fixed window or a token bucket: at most 2%
 // refused, within 1.15x of (n - quota) / rate, the interactive caller's
 // p99 within a window. Four clients sharing the quota (50 requests each,
-// as bench/storm runs them, or 200) do not meet theirs yet (at most 5%
-// refused, the last within 1.25x): the rows pin today's figures so that a
-// change that makes them worse fails (4x50: 11.5-14.2% refused,
-// 1.08-1.38x; 4x200: 3.1-7.7%, 1.04-1.07x). Most of their 429s come in the first
-// window, 26-30 in every row: the clients start 30 ms apart, and one that
-// starts after another has spent the window sends its first wave blind.
-// 4x50's time is lost in the windows where a client's batch has ended and
-// the others' shares have yet to grow into what it left.
+// as bench/storm runs them, or 200), each with the first-contact gate
+// (Contacts: its first send goes alone), meet the issue's fleet bar on
+// 429s (at most 5%) and, with 200 each, on time (the last within 1.25x);
+// with 50 each, not on time. The rows pin today's figures with a margin
+// (4x50: 2.0-2.9% refused, 1.08-1.39x; 4x200: 0.7-3.6%, 1.04-1.07x). A
+// 4x50 fleet's batch takes exactly four windows' quota: a request left
+// over by any window takes a fifth. Without the gate (before it), 26-30
+// of every row's 429s came in the first window: a client that started
+// after another had spent it sent its first wave blind.
 func TestBookSimulatedBatches(t *testing.T) {
 	for _, dialect := range []string{"draft-11", "draft-07", "llm"} {
 		for _, bucket := range []bool{false, true} {
@@ -497,11 +510,11 @@ func TestBookSimulatedBatches(t *testing.T) {
 					t.Logf("%d of %d refused (%.1f%%), %v for a limit of %v (%.2fx), interactive p99 %v",
 						r.refused, r.sent, 100*share, r.took, limit, slowdown, r.p99)
 					maxRefused, maxSlowdown := 0.02, 1.15
-					switch { // not yet the issue's: 0.05, 1.25
-					case fleet.clients > 1 && fleet.n == 50:
-						maxRefused, maxSlowdown = 0.15, 1.40
-					case fleet.clients > 1:
-						maxRefused, maxSlowdown = 0.08, 1.10
+					switch {
+					case fleet.clients > 1 && fleet.n == 50: // the 429s' bar; time not yet
+						maxRefused, maxSlowdown = 0.05, 1.45
+					case fleet.clients > 1: // the issue's bars
+						maxRefused, maxSlowdown = 0.05, 1.25
 					}
 					assert.LessOrEqual(t, share, maxRefused)
 					assert.LessOrEqual(t, slowdown, maxSlowdown)
@@ -541,4 +554,130 @@ func TestBookPacesBucket(t *testing.T) {
 	_, h = f.Reserve(host, "", at, time.Minute, nil)
 	require.NotNil(t, h)
 	assert.Equal(t, 2*time.Second, h.Wait)
+}
+
+// A client refused at its first send (the first contact goes alone: the
+// others spent the window before it) starts at the least share: after
+// the turn, one send of its own at a time rather than a lone client's
+// whole window.
+func TestBookRefusedFirstStartsSmall(t *testing.T) {
+	for _, refused := range []bool{true, false} {
+		var b Book
+		tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+		// Refused, or let through as the window's last (a lone client).
+		h := http.Header{"Ratelimit": {`"q";r=0;t=1`}, "Ratelimit-Policy": {`"q";q=10;w=2`}}
+		b.Done(tk, Read(h, now, IETF, 0, false), refused, now)
+		turn := now.Add(time.Second)
+		probe, hold := b.Reserve(host, "", turn, time.Minute, nil)
+		require.Nil(t, hold, "the send that asks at the turn")
+		answer(&b, probe, 9, 2, turn)
+		_, hold = b.Reserve(host, "", turn, time.Minute, nil)
+		if !refused {
+			assert.Nil(t, hold, "alone: the 9 are its own")
+			continue
+		}
+		require.NotNil(t, hold, "its share of the turn's burst (one) sent")
+		assert.Equal(t, minBurstSpan, hold.Wait, "until the fleet's bursts have landed")
+		after := turn.Add(minBurstSpan)
+		_, hold = b.Reserve(host, "", after, time.Minute, hold)
+		require.Nil(t, hold, "then one at a time: a probe of what the others left")
+		_, hold = b.Reserve(host, "", after, time.Minute, nil)
+		assert.NotNil(t, hold, "its share of the 9 left is less than one")
+	}
+}
+
+// A count of 0 stated with a reset of "now" holds for a moment when the
+// reset is stated finer than whole seconds (the LLM APIs' durations), a
+// second when in whole seconds (it may be rounded down).
+func TestBookFineResetNow(t *testing.T) {
+	for _, fine := range []bool{true, false} {
+		var b Book
+		tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+		obs := []Observation{{Policy: "requests", Remaining: 0, HasReset: true, Fine: fine, Limit: 10}}
+		b.Done(tk, obs, false, now)
+		_, h := b.Reserve(host, "", now, time.Minute, nil)
+		require.NotNil(t, h)
+		if fine {
+			assert.Equal(t, fineHold, h.Wait)
+		} else {
+			assert.Equal(t, time.Second, h.Wait)
+		}
+	}
+}
+
+// A window not stated is the longest reset seen, taken up to the whole
+// second it falls just short of.
+func TestWindowLenRoundsUp(t *testing.T) {
+	for _, c := range []struct{ span, want time.Duration }{
+		{1970 * time.Millisecond, 2 * time.Second},
+		{1500 * time.Millisecond, 1500 * time.Millisecond},
+		{59200 * time.Millisecond, time.Minute},
+		{2 * time.Second, 2 * time.Second},
+		{300 * time.Millisecond, 300 * time.Millisecond},
+	} {
+		p := &policy{span: c.span}
+		assert.Equal(t, c.want, p.windowLen(), "span %v", c.span)
+	}
+	assert.Equal(t, 5*time.Second, (&policy{span: 1970 * time.Millisecond, window: 5 * time.Second}).windowLen(), "stated")
+}
+
+// A client of a fleet whose own sends in flight hold the room its share
+// gives waits for their answers, not for the turn; a client alone, whose
+// answers free no room, waits for the turn.
+func TestBookFleetWaitsForItsAnswers(t *testing.T) {
+	for _, share := range []float64{0.5, 1} {
+		var b Book
+		tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+		answer(&b, tk, 9, 2, now)
+		p := b.scopes[host].policies[0]
+		p.share, p.rtt = share, 3*time.Millisecond
+		for range int(share * 9) {
+			_, h := b.Reserve(host, "", now, time.Minute, nil)
+			require.Nil(t, h)
+		}
+		_, h := b.Reserve(host, "", now, time.Minute, nil)
+		require.NotNil(t, h)
+		if share < 1 {
+			assert.Equal(t, 3*time.Millisecond, h.Wait)
+		} else {
+			assert.Equal(t, 2*time.Second, h.Wait)
+		}
+	}
+}
+
+// A send that asked at the turn and was refused with the old window's
+// end (a reset well within the window) shows a window longer than the
+// longest reset seen; refused with the new window's (others spent it)
+// it shows nothing of the window's length.
+func TestBookRefusedProbeLengthensTheWindow(t *testing.T) {
+	for _, c := range []struct {
+		reset time.Duration
+		want  time.Duration
+	}{{80 * time.Millisecond, 1580 * time.Millisecond}, {1400 * time.Millisecond, 1500 * time.Millisecond}} {
+		p := &policy{name: "requests", span: 1500 * time.Millisecond}
+		p.answerProbe([]Observation{{Policy: "requests", HasReset: true, Reset: c.reset, Fine: true}}, true)
+		assert.Equal(t, c.want, p.span, "reset %v", c.reset)
+	}
+}
+
+// At a window's turn a client of a fleet sends its share of the window's
+// quota (here 3 of 10) and then waits for the bursts of the others to
+// land (minBurstSpan), not for the next turn: the counts its answers
+// state until then do not show the others' sends.
+func TestBookFleetBurstsItsShare(t *testing.T) {
+	var b Book
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answer(&b, tk, 9, 2, now) // a fixed window's start: 9 left, 2 s to go
+	turn := now.Add(2 * time.Second)
+	probe, h := b.Reserve(host, "", turn, time.Minute, nil)
+	require.Nil(t, h)
+	b.scopes[host].policies[0].share = 0.3 // as the turn's measure would have it
+	answer(&b, probe, 9, 2, turn)
+	for range 2 {
+		_, h := b.Reserve(host, "", turn, time.Minute, nil)
+		require.Nil(t, h, "its share: 3 with the probe")
+	}
+	_, h = b.Reserve(host, "", turn, time.Minute, nil)
+	require.NotNil(t, h)
+	assert.Equal(t, minBurstSpan, h.Wait, "until the bursts have landed")
 }

@@ -59,7 +59,7 @@ func readLLM(h http.Header) []Observation {
 		o.Limit = n
 	}
 	if d, ok := retryafter.GoDuration(first(h, "X-Ratelimit-Reset-Requests")); ok && d <= maxReset {
-		o.Reset, o.HasReset = d, true
+		o.Reset, o.HasReset, o.Fine = d, true, true
 	}
 	return []Observation{o}
 }

@@ -29,6 +29,10 @@ type Observation struct {
 	Reset    time.Duration
 	HasReset bool
 
+	// Fine: Reset was stated finer than in whole seconds (the LLM APIs'
+	// durations); a reset in whole seconds may be up to a second off.
+	Fine bool
+
 	// Limit is the quota of a whole window (q), and Window the window's
 	// length (w); zero when not stated.
 	Limit  int64
@@ -108,7 +112,7 @@ func Read(h http.Header, now time.Time, d Dialects, retryAfter time.Duration, ha
 	if hasRetryAfter && retryAfter >= 0 && retryAfter <= maxReset {
 		for i := range obs {
 			if obs[i].Remaining == 0 {
-				obs[i].Reset, obs[i].HasReset = retryAfter, true
+				obs[i].Reset, obs[i].HasReset, obs[i].Fine = retryAfter, true, false
 			}
 		}
 	}

@@ -58,7 +58,7 @@ func TestRead(t *testing.T) {
 		{"envoy", hdr(`x-ratelimit-limit: 10, 10;w=60`, `x-ratelimit-remaining: 9`, `x-ratelimit-reset: 30`),
 			[]Observation{{Remaining: 9, Reset: 30 * time.Second, HasReset: true, Limit: 10, Window: time.Minute, Routed: true}}},
 		{"llm", hdr(`x-ratelimit-limit-requests: 60`, `x-ratelimit-remaining-requests: 59`, `x-ratelimit-reset-requests: 1h2m3.5s`, `x-ratelimit-remaining-tokens: 1000`),
-			[]Observation{{Policy: "requests", Remaining: 59, Reset: time.Hour + 2*time.Minute + 3500*time.Millisecond, HasReset: true, Limit: 60, Routed: true}}},
+			[]Observation{{Policy: "requests", Remaining: 59, Reset: time.Hour + 2*time.Minute + 3500*time.Millisecond, HasReset: true, Fine: true, Limit: 60, Routed: true}}},
 		{"llm negative reset", hdr(`x-ratelimit-remaining-requests: 0`, `x-ratelimit-reset-requests: -1s`),
 			[]Observation{{Policy: "requests", Routed: true}}},
 		{"IETF first", hdr(`RateLimit: "a";r=1;t=1`, `X-RateLimit-Remaining: 5`), []Observation{{Policy: "a", Remaining: 1, Reset: time.Second, HasReset: true}}},
