@@ -32,7 +32,8 @@ import (
 // workers through one Transport with the defaults (the LLM fields with
 // WithQuotaScope, as the docs say), with an interactive caller beside it
 // (one GET every 100 ms); then 4 client processes (this test binary run
-// again) of 50 GETs from 10 workers each, sharing the quota.
+// again) of 50 GETs from 10 workers each, sharing the quota
+// (QUOTA_FLEET_N=200: 200 each). A batch request that fails is printed.
 //
 // Each row is timed from the server's first request (a client process's
 // start-up is not the quota's) to the batch's end (for the processes: the
@@ -52,8 +53,8 @@ import (
 // (x-ratelimit rounds it up): a server that states its turn up to a second
 // early. QUOTA_TRACE=file has the server write a line per request: the
 // milliseconds since it started, the sender (a client process's pid, or
-// "i" for the interactive caller), whether it was served, and the count
-// and reset (ms) it stated.
+// "i" for the interactive caller), whether it was served, the count and
+// reset (ms) it stated, and the batch request's number in its process.
 func TestAdvertisedQuotas(t *testing.T) {
 	if os.Getenv("QUOTA_CLIENT_URL") != "" {
 		quotaClientProcess(t)
@@ -112,7 +113,7 @@ func TestAdvertisedQuotas(t *testing.T) {
 						}
 					}
 					r := srv.result(end)
-					r.ok, r.want = ok, 200
+					r.ok, r.want = ok, 4*fleetBatch()
 					t.Logf("%-6s %-12s 4 clients: %s", shape, dialect, r)
 					row.add(r)
 				}
@@ -260,7 +261,7 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 			s.refused++
 		}
 		if s.trace != nil {
-			fmt.Fprintf(s.trace, "%d %s %v %d %d\n", now.Sub(start).Milliseconds(), r.Header.Get("X-Quota-Client"), ok, remaining, reset.Milliseconds())
+			fmt.Fprintf(s.trace, "%d %s %v %d %d %s\n", now.Sub(start).Milliseconds(), r.Header.Get("X-Quota-Client"), ok, remaining, reset.Milliseconds(), r.Header.Get("X-Quota-Request"))
 		}
 		s.mu.Unlock()
 		secs := int(math.Ceil(reset.Seconds()))
@@ -324,16 +325,24 @@ func runBatch(url, dialect string, n, workers int) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(n) {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					break
+				}
 				req, _ := http.NewRequest(http.MethodGet, url+"/v1/batch", nil)
 				req.Header.Set("X-Quota-Client", strconv.Itoa(os.Getpid()))
+				req.Header.Set("X-Quota-Request", strconv.FormatInt(i, 10))
 				res, err := c.Do(req)
 				if err != nil {
+					fmt.Fprintf(os.Stderr, "batch request failed: %v\n", err)
 					continue
 				}
 				res.Body.Close()
 				if res.StatusCode == http.StatusOK {
 					ok.Add(1)
+				} else {
+					fmt.Fprintf(os.Stderr, "batch request failed: %s %v\n", res.Status, res.Header)
 				}
 			}
 		}()
@@ -436,9 +445,18 @@ func runClientProcess(t *testing.T, url, dialect string) clientReport {
 	return r
 }
 
+// fleetBatch is the batch of each client process of a fleet row: 50 (the
+// four make the one-client row's 200), or QUOTA_FLEET_N.
+func fleetBatch() int {
+	if n, err := strconv.Atoi(os.Getenv("QUOTA_FLEET_N")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
 // quotaClientProcess is the body of a client process.
 func quotaClientProcess(t *testing.T) {
-	ok := runBatch(os.Getenv("QUOTA_CLIENT_URL"), os.Getenv("QUOTA_CLIENT_DIALECT"), 50, 10)
+	ok := runBatch(os.Getenv("QUOTA_CLIENT_URL"), os.Getenv("QUOTA_CLIENT_DIALECT"), fleetBatch(), 10)
 	b, _ := json.Marshal(clientReport{OK: int64(ok), Done: time.Now().UnixNano()})
 	fmt.Println(string(b))
 	assert.Positive(t, ok)
