@@ -20,7 +20,7 @@ import (
 // that takes no lock. Make one with NewContacts. Safe for concurrent use.
 type Contacts struct {
 	hosts *hostmap.Map[*Contact]
-	last  atomic.Pointer[string] // the host[:port] last found heard from, as its URL spells it
+	last  atomic.Pointer[Contact] // the contact last found heard from
 }
 
 // MaxContacts bounds the hosts a Contacts remembers; one forgotten is
@@ -34,8 +34,8 @@ const FirstContactWait = 100 * time.Millisecond
 
 // NewContacts returns an empty Contacts.
 func NewContacts() *Contacts {
-	return &Contacts{hosts: hostmap.New(MaxContacts, func(hostmap.Key) *Contact {
-		return &Contact{done: make(chan struct{})}
+	return &Contacts{hosts: hostmap.New(MaxContacts, func(k hostmap.Key) *Contact {
+		return &Contact{done: make(chan struct{}), host: k.Host}
 	})}
 }
 
@@ -44,6 +44,7 @@ type Contact struct {
 	heard   atomic.Bool // the first send was answered, or not waited for
 	claimed atomic.Bool // a first send is out
 	done    chan struct{}
+	host    string // host[:port], as KeyOf spells it (Cold)
 }
 
 // Idle reports whether c may be forgotten: its host was heard from.
@@ -61,9 +62,8 @@ func (cs *Contacts) Ask(req *http.Request) *Contact {
 		c = cs.hosts.GetOrCreate(hostmap.KeyOf(req))
 	}
 	if c.heard.Load() {
-		if l := cs.last.Load(); req.URL != nil && (l == nil || *l != req.URL.Host) {
-			h := req.URL.Host
-			cs.last.Store(&h)
+		if cs.last.Load() != c {
+			cs.last.Store(c)
 		}
 		return nil
 	}
@@ -74,10 +74,11 @@ func (cs *Contacts) Ask(req *http.Request) *Contact {
 // false when the host[:port] is the one last found heard from, the usual
 // case (a pointer loaded and a string compared; the scheme is not: a
 // host:port serves one, and a default port's http and https of one host
-// share the gate's answer, which is only a first contact's).
+// share the gate's answer, which is only a first contact's; a URL that
+// spells a default port takes the look-up of Ask).
 func (cs *Contacts) Cold(u *url.URL) bool {
-	l := cs.last.Load()
-	return l == nil || u == nil || *l != u.Host
+	c := cs.last.Load()
+	return c == nil || u == nil || c.host != u.Host
 }
 
 // Claim reports whether the caller's send is the first to c's host: it
