@@ -226,12 +226,16 @@ func TestChainDeadTail(t *testing.T) {
 				return
 			}
 			// Each budget that adds retries (one more per hop) adds at most
-			// its probes, and may send one retry fewer than its bucket
-			// holds: the retry decided as the tenth failure in a row is
-			// seen parks, token or not.
+			// its probes, and may send a few retries fewer than its bucket
+			// holds: a retry that saw a token, and whose delay ends after
+			// its host is seen failing (ten failures in a row), parks
+			// instead, as in TestAmplificationDeadBackend (S5: 1,008 to
+			// 1,010 in 20 runs, since the first request to a host goes
+			// alone and its failure is seen sooner).
 			for i := range got {
 				budgets := (tt.want[i] - int64(tt.requests) + 9) / 10
-				assert.GreaterOrEqual(t, got[i], tt.want[i]-budgets, "S%d", i+1)
+				unspent := budgets * int64(retryhttp.DefaultRetryBudgetCapacity/2)
+				assert.GreaterOrEqual(t, got[i], tt.want[i]-unspent, "S%d", i+1)
 				assert.LessOrEqual(t, got[i], tt.want[i]+budgets*int64(testkit.MaxProbes), "S%d", i+1)
 			}
 		})
