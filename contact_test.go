@@ -66,6 +66,7 @@ func TestFirstContactGoesAlone(t *testing.T) {
 			}
 		}))
 		t.Cleanup(srv.Close)
+		retryhttp.ForgetContacts() // an earlier server on its port was heard from
 		c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithQuotaPacing(pace))}
 		for _, err := range getAll(c, srv.URL, 8) {
 			assert.NoError(t, err)
@@ -113,6 +114,7 @@ func TestFirstContactWaitBounded(t *testing.T) {
 func TestFirstContactLearnsTheQuotaFirst(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	srv := newQuotaServer(t, clock, 3, time.Hour, "draft-11")
+	retryhttp.ForgetContacts() // an earlier server on its port was heard from
 	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithMaxDelay(time.Minute))}
 	waits := 0
 	for _, err := range getAll(c, srv.URL, 6) {

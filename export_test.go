@@ -190,3 +190,8 @@ func outage(b *RetryBudget, rawURL string) {
 // advertised a quota leaves nothing for a later test's server that is
 // given the same port (the book is keyed by host and port).
 func ForgetQuotas() { processQuotas.Reset() }
+
+// ForgetContacts forgets the hosts the process heard from: a test of the
+// first contact's gate whose server is given the port of an earlier
+// test's meets the gate all the same.
+func ForgetContacts() { processContacts.Reset() }

@@ -19,7 +19,7 @@ import (
 // host has answered (or the wait ran out), its sends go at once: a look-up
 // that takes no lock. Make one with NewContacts. Safe for concurrent use.
 type Contacts struct {
-	hosts *hostmap.Map[*Contact]
+	hosts atomic.Pointer[hostmap.Map[*Contact]]
 	last  atomic.Pointer[Contact] // the contact last found heard from
 }
 
@@ -34,9 +34,18 @@ const FirstContactWait = 100 * time.Millisecond
 
 // NewContacts returns an empty Contacts.
 func NewContacts() *Contacts {
-	return &Contacts{hosts: hostmap.New(MaxContacts, func(k hostmap.Key) *Contact {
+	cs := &Contacts{}
+	cs.Reset()
+	return cs
+}
+
+// Reset forgets every host cs heard from: each is gated again at its next
+// contact.
+func (cs *Contacts) Reset() {
+	cs.hosts.Store(hostmap.New(MaxContacts, func(k hostmap.Key) *Contact {
 		return &Contact{done: make(chan struct{}), host: k.Host}
-	})}
+	}))
+	cs.last.Store(nil)
 }
 
 // Contact is the gate of one host.
@@ -57,9 +66,10 @@ func (*Contact) Busy() bool { return false }
 // Ask returns the gate of req's host, or nil when the host was heard from
 // and req goes at once (the usual case).
 func (cs *Contacts) Ask(req *http.Request) *Contact {
-	c, ok := cs.hosts.LastOf(req.URL)
+	hosts := cs.hosts.Load()
+	c, ok := hosts.LastOf(req.URL)
 	if !ok {
-		c = cs.hosts.GetOrCreate(hostmap.KeyOf(req))
+		c = hosts.GetOrCreate(hostmap.KeyOf(req))
 	}
 	if c.heard.Load() {
 		if cs.last.Load() != c {
