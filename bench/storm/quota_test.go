@@ -118,7 +118,7 @@ func TestAdvertisedQuotas(t *testing.T) {
 					row.add(r)
 				}
 				rows = append(rows, row)
-				assert.Equal(t, 200, row.worst.ok)
+				assert.Equal(t, 4*fleetBatch(), row.worst.ok)
 			})
 		}
 	}

@@ -92,12 +92,15 @@ type policy struct {
 	answers   int           // answers read, up to bucketAnswers
 	rateSeen  float64       // the fastest refill a bucket's answer implies, per second
 	fixed     bool          // an answer was not a bucket's: the count returns only at the turn
+	missed    int           // refusals while paced as a bucket
+	crowded   bool          // the first answer showed others spending the window
 
 	queue   []waiter // the requests held for a turn, in the order first held
 	nextSeq uint64
 
 	paceNext time.Time     // the next free slot of a bucket's pace
 	rtt      time.Duration // the latest time from a send to its answer
+	heardAt  time.Time     // when the latest answer came
 
 	unconfirmed bool          // the window turned by the book's reckoning (roll); no answer has shown it yet
 	probeAt     time.Time     // when the send that asks whether it did went; zero: none out
@@ -357,6 +360,12 @@ func (p *policy) measure(refill float64) {
 		return
 	}
 	if s, ok := p.estimate(refill); ok {
+		if p.fixed && !p.spent() && p.fleet() && p.heardAt.Before(p.burstEnd()) {
+			// The lowest count it saw was stated before the others'
+			// bursts had all landed: the window's end is not seen, and the
+			// share it gives is too large. Only a smaller one counts.
+			s = min(s, p.share)
+		}
 		p.share = s
 	}
 }
@@ -477,15 +486,55 @@ func (p *policy) room(now time.Time) int64 {
 		budget := max(int64(p.share*float64(p.quota())+1e-9), 1)
 		return min(budget-p.own, int64(c)) - int64(p.inFlight)
 	}
-	room := p.allowance(c) - int64(p.inFlight)
-	if room < 1 && p.inFlight == 0 && p.fixed && 2*c >= float64(p.quota()) {
-		// A probe: half the window's quota or more is left, which the
-		// share would leave unused if the other clients no longer send.
-		// One at a time, whose answers show whether they do (count1).
+	room := p.allowance(p.fleetCount(c)) - int64(p.inFlight)
+	if p.starting() {
+		room = min(room, max(p.own, 1)-int64(p.inFlight))
+	}
+	if room < 1 && p.inFlight == 0 && p.fixed && c*probeShare >= float64(p.quota()) {
+		// A probe: a sixth of the window's quota or more is left, as the
+		// latest answer states it, which the share would leave unused if
+		// the other clients no longer send (their batches ended). One at
+		// a time, whose answers show whether they do (count1) and what
+		// is left once the others' sends landed (measure).
 		return 1
 	}
 	return room
 }
+
+// probeShare is the part of a window's quota (one over it) whose being
+// left lets a client whose share has no room probe the window: with 2 (a
+// half), a fleet whose clients' batches end one by one left windows a
+// third unused (bench/storm's 4 x 50); with 8, the stale counts of a
+// turn's bursts sent probes into spent windows.
+const probeShare = 6
+
+// fleetCount returns the count c that p's client takes to be left: for a
+// client of a fleet in a fixed window, no more than what the window began
+// with less its own sends over its share (the others send in proportion:
+// their sends land between its answers, whose counts lag them).
+func (p *policy) fleetCount(c float64) float64 {
+	if !p.fixed || p.share1() >= 1 || p.base < 0 {
+		return c
+	}
+	start := p.quota()
+	if p.since.IsZero() {
+		start = p.base + 1
+	}
+	return min(c, float64(start)-float64(p.own)/p.share)
+}
+
+// starting reports whether p's client is in the first window it met, its
+// first answer showed others spending it, and its answers have not yet
+// measured its share (measureAnswers): it sends no more at once than it
+// has had answers (one, then two, ...), whose counts show how fast the
+// others spend the window before it sends as if alone.
+func (p *policy) starting() bool {
+	return p.crowded && p.since.IsZero() && p.own < measureAnswers
+}
+
+// measureAnswers is how many answers of its own a client's share is first
+// measured on within a window.
+const measureAnswers = 4
 
 // fleet reports whether p's client shares a fixed window with others (its
 // share is below shareAlone) and saw the window turn.
@@ -531,7 +580,7 @@ func (p *policy) hold(now time.Time, after *Hold) (time.Duration, bool) {
 		// by the counts once they have landed.
 		return min(p.burstEnd().Sub(now), p.resetAt.Sub(now)), false
 	}
-	if p.inFlight > 0 && p.share1() < 1 && p.allowance(p.count(now)) > ahead {
+	if p.inFlight > 0 && (p.starting() || p.share1() < 1) && p.allowance(p.count(now)) > ahead {
 		// The client's own sends in flight hold the room its share of the
 		// count gives: their answers free part of it (the share of a
 		// count fallen by them is less by less than them), long before
@@ -729,13 +778,17 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 	}
 	p.peak = max(p.peak, o.Remaining)
 	if throttled && p.bucket() {
-		// Paced as a bucket and refused all the same: clients it does not
-		// know of share it, or its count returns only at the turn. Its
-		// turns hold it from now on.
-		p.fixed = true
+		// Paced as a bucket and refused all the same, twice: clients it
+		// does not know of share it, or its count returns only at the
+		// turn. Its turns hold it from now on. (Once may be answers come
+		// out of order: a later send's higher count read last.)
+		if p.missed++; p.missed >= 2 {
+			p.fixed = true
+		}
 	}
 	p.learnShape(o)
 	p.roll(now)
+	p.heardAt = now
 	if t.sentAt.Before(p.since) && !p.countedSince(o, now) {
 		return // sent in a window past, and counted in it: its count is not this window's
 	}
@@ -860,6 +913,11 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 	} else {
 		p.alone = 0
 	}
+	if p.prevR < 0 {
+		// Its first answer: a count below what its own send left of a
+		// whole quota shows others spending the window.
+		p.crowded = throttled || r < p.quota()-1
+	}
 	if p.prevR < 0 && throttled && r == 0 {
 		// Refused at the first send (the first contact goes alone): the
 		// others spent the quota before it. Its share starts at the
@@ -881,7 +939,7 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 	if p.bucket() {
 		refill = p.rate() * now.Sub(p.baseAt).Seconds()
 	}
-	if p.own >= 4 {
+	if p.own >= measureAnswers {
 		if s, ok := p.estimate(refill); ok && s < 0.75*p.share {
 			p.share = s
 		}

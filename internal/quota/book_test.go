@@ -33,21 +33,24 @@ func TestBookEmptyLetsGo(t *testing.T) {
 // In-flight sends count against the remaining count until answered.
 func TestBookInFlightCounts(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
-	answer(&b, tk, 2, 1, now)
+	for r := 9; r >= 2; r-- { // a client alone spends a window of 10 down to 2
+		tk, h := b.Reserve(host, "", now, time.Minute, nil)
+		require.Nil(t, h)
+		answer(&b, tk, r, 2, now)
+	}
 	t1, h1 := b.Reserve(host, "", now, time.Minute, nil)
 	_, h2 := b.Reserve(host, "", now, time.Minute, nil)
 	require.Nil(t, h1)
 	require.Nil(t, h2)
 	_, h3 := b.Reserve(host, "", now, time.Minute, nil)
 	require.NotNil(t, h3, "two in flight take the two left")
-	assert.Equal(t, time.Second, h3.Wait)
+	assert.Equal(t, 2*time.Second, h3.Wait)
 	assert.Equal(t, "q", h3.Policy)
-	answer(&b, t1, 1, 1, now) // one answered: one left, one in flight
+	answer(&b, t1, 1, 2, now) // one answered: one left, one in flight
 	_, h4 := b.Reserve(host, "", now, time.Minute, nil)
 	assert.NotNil(t, h4)
 	// At the turn the window's quota (q=10) is there again.
-	t5, h5 := b.Reserve(host, "", now.Add(time.Second), time.Minute, nil)
+	t5, h5 := b.Reserve(host, "", now.Add(2*time.Second), time.Minute, nil)
 	assert.Nil(t, h5)
 	assert.NotZero(t, t5.mask)
 }
@@ -388,9 +391,9 @@ type simResult struct {
 
 // simulate runs clients closed loops of workers each, n requests per
 // client, against s, with a one-way latency between lat and 2 lat (the
-// clients start 30 ms apart), and an interactive caller beside the first
+// clients start apart apart), and an interactive caller beside the first
 // client's batch.
-func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResult {
+func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) simResult {
 	s.count, s.tokens = map[int64]int{}, float64(s.quota)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	books := make([]Book, clients)
@@ -404,7 +407,7 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 	q := &simQueue{}
 	for c := 0; c < clients; c++ {
 		for w := 0; w < workers; w++ {
-			heap.Push(q, simEvent{at: time.Duration(c)*30*time.Millisecond + time.Duration(w)*time.Microsecond, client: c, worker: w})
+			heap.Push(q, simEvent{at: time.Duration(c)*apart + time.Duration(w)*time.Microsecond, client: c, worker: w})
 			started[c]++
 		}
 	}
@@ -488,22 +491,32 @@ func simulate(s *simServer, clients, workers, n int, lat time.Duration) simResul
 // refused, within 1.15x of (n - quota) / rate, the interactive caller's
 // p99 within a window. Four clients sharing the quota (50 requests each,
 // as bench/storm runs them, or 200), each with the first-contact gate
-// (Contacts: its first send goes alone), meet the issue's fleet bar on
-// 429s (at most 5%) and, with 200 each, on time (the last within 1.25x);
-// with 50 each, not on time. The rows pin today's figures with a margin
-// (4x50: 2.0-2.9% refused, 1.08-1.39x; 4x200: 0.7-3.6%, 1.04-1.07x). A
-// 4x50 fleet's batch takes exactly four windows' quota: a request left
-// over by any window takes a fifth. Without the gate (before it), 26-30
-// of every row's 429s came in the first window: a client that started
-// after another had spent it sent its first wave blind.
+// (Contacts: its first send goes alone), starting 30 ms apart or 2 ms
+// apart (bench/storm's processes start 2-15 ms apart), meet the issue's
+// fleet bar on 429s (at most 5%) and, with 200 each, on time (the last
+// within 1.25x); with 50 each, not on time. The rows pin today's figures
+// with a margin (4x50: 1.0-3.4% refused, 1.34-1.69x; 4x200: 0.4-2.8%,
+// 1.05-1.08x). A 4x50 fleet's batch takes exactly four windows' quota: a
+// request left over by any window takes a fifth, and a bucket's clients
+// that started behind the others take a window or two to grow their
+// share. Without the gate, 26-30 of every row's 429s came in the first
+// window: a client that started after another had spent it sent its first
+// wave blind; without the crowded start (policy.starting), the 2 ms 4x200
+// window rows met 30-38 429s (21-22 with it): each client's first wave.
 func TestBookSimulatedBatches(t *testing.T) {
 	for _, dialect := range []string{"draft-11", "draft-07", "llm"} {
 		for _, bucket := range []bool{false, true} {
-			for _, fleet := range []struct{ clients, n int }{{1, 200}, {4, 50}, {4, 200}} {
+			for _, fleet := range []struct {
+				clients, n int
+				apart      time.Duration
+			}{{1, 200, 0}, {4, 50, 30 * time.Millisecond}, {4, 200, 30 * time.Millisecond}, {4, 50, 2 * time.Millisecond}, {4, 200, 2 * time.Millisecond}} {
 				name := fmt.Sprintf("%s/bucket=%v/%dx%d", dialect, bucket, fleet.clients, fleet.n)
+				if fleet.clients > 1 {
+					name += fmt.Sprintf("/%v-apart", fleet.apart)
+				}
 				t.Run(name, func(t *testing.T) {
 					s := &simServer{quota: 50, window: 2 * time.Second, bucket: bucket, dialect: dialect}
-					r := simulate(s, fleet.clients, 10, fleet.n, 2*time.Millisecond)
+					r := simulate(s, fleet.clients, 10, fleet.n, 2*time.Millisecond, fleet.apart)
 					served := r.sent - r.refused
 					limit := time.Duration(float64(served-s.quota) / 25 * float64(time.Second))
 					share, slowdown := float64(r.refused)/float64(r.sent), r.took.Seconds()/limit.Seconds()
@@ -512,7 +525,7 @@ func TestBookSimulatedBatches(t *testing.T) {
 					maxRefused, maxSlowdown := 0.02, 1.15
 					switch {
 					case fleet.clients > 1 && fleet.n == 50: // the 429s' bar; time not yet
-						maxRefused, maxSlowdown = 0.05, 1.45
+						maxRefused, maxSlowdown = 0.05, 1.75
 					case fleet.clients > 1: // the issue's bars
 						maxRefused, maxSlowdown = 0.05, 1.25
 					}
@@ -680,4 +693,139 @@ func TestBookFleetBurstsItsShare(t *testing.T) {
 	_, h = b.Reserve(host, "", turn, time.Minute, nil)
 	require.NotNil(t, h)
 	assert.Equal(t, minBurstSpan, h.Wait, "until the bursts have landed")
+}
+
+// A client whose first answer shows others spending the window (a count
+// below what its own send left of the quota) sends no more at once than
+// it has had answers, until four measured its share: each answer's count
+// shows how fast the others spend before it sends its whole room. A
+// client whose first answer shows the window untouched sends at once.
+func TestBookCrowdedStartSendsAsAnswered(t *testing.T) {
+	for _, first := range []int{49, 30} {
+		var b Book
+		tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+		h := http.Header{"Ratelimit": {fmt.Sprintf(`"q";r=%d;t=2`, first)}, "Ratelimit-Policy": {`"q";q=50;w=2`}}
+		b.Done(tk, Read(h, now, IETF, 0, false), false, now)
+		var out []Ticket
+		var held *Hold
+		for held == nil {
+			tk, h := b.Reserve(host, "", now, time.Minute, nil)
+			if h != nil {
+				held = h
+				if first == 30 {
+					assert.Less(t, h.Wait, 10*time.Millisecond, "held for its answers, not the turn")
+				}
+				break
+			}
+			out = append(out, tk)
+		}
+		if first == 49 {
+			assert.Len(t, out, 49, "alone: its room at once")
+			continue
+		}
+		require.Len(t, out, 1, "one answer had: one send at once")
+		at := now.Add(time.Millisecond)
+		answerAt(&b, out[0], 25, at) // the others spent 4 meanwhile
+		_, again := b.Reserve(host, "", at, time.Minute, held)
+		require.Nil(t, again, "the held request goes first")
+		_, again = b.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, again, "two answers had: two at once")
+		_, again = b.Reserve(host, "", at, time.Minute, nil)
+		assert.NotNil(t, again, "not three")
+	}
+}
+
+// answerAt records an answer of a window of 50 per 2 s with r remaining.
+func answerAt(b *Book, tk Ticket, r int, at time.Time) {
+	h := http.Header{"Ratelimit": {fmt.Sprintf(`"q";r=%d;t=2`, r)}, "Ratelimit-Policy": {`"q";q=50;w=2`}}
+	b.Done(tk, Read(h, at, IETF, 0, false), false, at)
+}
+
+// A client of a fleet takes the count its answers state to be no more
+// than the window's quota less its own sends over its share: the others'
+// sends land between its answers, and a count stated before they landed
+// would send it past its share. With none of its sends out, one goes to
+// read the count (a probe), while a sixth of the quota or more is stated.
+func TestBookFleetCountsTheOthersSends(t *testing.T) {
+	var b Book
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answerAt(&b, tk, 49, now)
+	turn := now.Add(2 * time.Second)
+	p := b.scopes[host].policies[0]
+	// Past its turn's burst: a quarter of the quota, 12 of its own sends
+	// answered in this window, the latest count stated 9 (before the
+	// others' bursts landed).
+	p.roll(turn)
+	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
+	p.base, p.low, p.own, p.remaining = 49, 9, 12, 9
+	at := turn.Add(time.Second)
+	probe, h := b.Reserve(host, "", at, time.Minute, nil)
+	require.Nil(t, h, "a probe: 9 stated (a sixth of 50 or more), none of its sends out")
+	_, h = b.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h, "its share sent: 50 - 12/0.25 = 2 left by its reckoning, a quarter of which is no send")
+	answerAt(&b, probe, 1, at)
+	p.own = 6 // had it sent 6: 50 - 6/0.25 = 26 left, 6 its own
+	var n int
+	for ; n < 20; n++ {
+		if _, h := b.Reserve(host, "", at, time.Minute, nil); h != nil {
+			break
+		}
+	}
+	assert.Equal(t, 0, n, "1 stated: no room, whatever its reckoning")
+	p.remaining = 30
+	for n = 0; n < 20; n++ {
+		if _, h := b.Reserve(host, "", at, time.Minute, nil); h != nil {
+			break
+		}
+	}
+	assert.Equal(t, 6, n, "30 stated, 26 by its reckoning: a quarter, 6")
+}
+
+// At a window's turn, a fleet client's share is measured on what the
+// quota spent: the quota less the lowest count it saw. A lowest count
+// stated before the turn's bursts had landed shows less spent than was:
+// it may lower the share, never raise it.
+func TestBookStaleCountRaisesNoShare(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		var b Book
+		tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+		answerAt(&b, tk, 49, now)
+		p := b.scopes[host].policies[0]
+		p.roll(now.Add(2 * time.Second))
+		p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
+		p.base, p.low, p.own, p.remaining = 49, 30, 12, 30 // 20 spent, 12 its own
+		p.heardAt = p.burstEnd().Add(-time.Millisecond)
+		if late {
+			p.heardAt = p.burstEnd()
+		}
+		p.roll(now.Add(4 * time.Second))
+		if late {
+			assert.InDelta(t, 0.6, p.share, 1e-9, "heard after the bursts: 12 of 20")
+		} else {
+			assert.InDelta(t, 0.25, p.share, 1e-9, "heard before the bursts landed: kept")
+		}
+	}
+}
+
+// A bucket's client refused once keeps pacing it as a bucket (answers
+// out of order can read a later send's higher count last); refused twice,
+// it holds to the turns from then on.
+func TestBookBucketRefusedTwiceIsFixed(t *testing.T) {
+	var b Book
+	at := now
+	for r := 3; r >= 0; r-- {
+		tk, h := b.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, h)
+		answerBucket(&b, tk, r, at)
+	}
+	p := b.scopes[host].policies[0]
+	require.True(t, p.bucket())
+	for i, want := range []bool{true, false} {
+		at = at.Add(time.Second)
+		tk, h := b.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, h, "a token refilled")
+		hdr := http.Header{"Ratelimit": {`"q";r=0;t=2`}, "Ratelimit-Policy": {`"q";q=10;w=2`}}
+		b.Done(tk, Read(hdr, at, IETF, 0, false), true, at)
+		assert.Equal(t, want, p.bucket(), "refusal %d", i+1)
+	}
 }
