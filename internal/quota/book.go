@@ -29,15 +29,18 @@ import (
 // pace rather than wait for a full bucket. The share is 1 for a client
 // alone; several clients that use one quota see the count fall faster
 // than their own sends explain, and each estimates its share as the ratio
-// of the two (a client refused at its first send starts at the least).
-// At a fixed window's turn, a client of such a fleet sends its share of
-// the quota and waits for the bursts to land before it reads the counts
-// again; one whose own sends in flight hold its room waits for their
-// answers, not the turn. A client whose share leaves the quota unused
-// (the others' batches ended) probes it: one send at a time while half a
-// window's quota is left, whose answers, if the count falls by no more
-// than their own sends, double its share; a bucket full but for its own
-// sends gives it the whole. The requests held for a turn go in the
+// of the two (a client refused at its first send starts at the least;
+// one whose first answer shows others spending the window sends no more
+// at once than it has had answers until its share is measured). At a
+// fixed window's turn, a client of such a fleet sends its share of the
+// quota and waits for the bursts to land before it reads the counts
+// again, and takes the count to be no more than the quota less its own
+// sends over its share; one whose own sends in flight hold its room waits
+// for their answers, not the turn. A client whose share leaves the quota
+// unused (the others' batches ended) probes it: one send at a time while
+// a sixth of a window's quota is stated left, whose answers, if the count
+// falls by no more than their own sends, double its share; a bucket full
+// but for its own sends gives it the whole. The requests held for a turn go in the
 // order they were first held (a queue per policy); at a turn the book
 // reckoned, one send asks first whether the window turned. An answer to an
 // earlier send that comes after the answers to later ones is older news.
@@ -472,9 +475,11 @@ func (p *policy) count(now time.Time) float64 {
 }
 
 // room returns how many more sends p lets go at once: the client's share
-// of the remaining count, less its sends in flight; for a quota whose
-// answers showed a fixed window, with half its quota or more left, at
-// least one send when none is in flight (a probe).
+// of the remaining count (for a fleet's client, of fleetCount's), less its
+// sends in flight, and in a crowded start no more than its answers
+// (starting); for a quota whose answers showed a fixed window, with a
+// sixth of its quota or more stated left, at least one send when none is
+// in flight (a probe).
 func (p *policy) room(now time.Time) int64 {
 	c := p.count(now)
 	if p.fleet() && now.Before(p.burstEnd()) {

@@ -496,7 +496,7 @@ func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) s
 // fleet bar on 429s (at most 5%) and, with 200 each, on time (the last
 // within 1.25x); with 50 each, not on time. The rows pin today's figures
 // with a margin (4x50: 1.0-3.4% refused, 1.34-1.69x; 4x200: 0.4-2.8%,
-// 1.05-1.08x). A 4x50 fleet's batch takes exactly four windows' quota: a
+// 1.03-1.08x). A 4x50 fleet's batch takes exactly four windows' quota: a
 // request left over by any window takes a fifth, and a bucket's clients
 // that started behind the others take a window or two to grow their
 // share. Without the gate, 26-30 of every row's 429s came in the first
