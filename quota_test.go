@@ -63,6 +63,10 @@ func newQuotaServer(t *testing.T, clock *retryhttptest.Clock, limit int, window 
 			h.Set("X-RateLimit-Limit", fmt.Sprint(limit))
 			h.Set("X-RateLimit-Remaining", fmt.Sprint(r))
 			h.Set("X-RateLimit-Reset", fmt.Sprint(secs))
+		case "x-ratelimit-epoch": // GitHub's: the epoch second after the one the window turns in
+			h.Set("X-RateLimit-Limit", fmt.Sprint(limit))
+			h.Set("X-RateLimit-Remaining", fmt.Sprint(r))
+			h.Set("X-RateLimit-Reset", fmt.Sprint(now.Add(left).Unix()+1))
 		case "llm":
 			h.Set("X-RateLimit-Limit-Requests", fmt.Sprint(limit))
 			h.Set("X-RateLimit-Remaining-Requests", fmt.Sprint(r))
@@ -126,6 +130,25 @@ func TestQuotaPacingLoopback(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A reset stated as an epoch second is the same second to every answer:
+// here 0.7 s after the turn (the windows turn 0.3 s past a second). A
+// client whose first request went as the window began takes the turn to
+// be a window after it, and keeps that part of a second turn after turn:
+// 7 requests at 3 per 10 s wait two windows, not two windows and twice
+// 0.7 s.
+func TestQuotaEpochTurn(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now().Truncate(time.Second).Add(300 * time.Millisecond))
+	srv := newQuotaServer(t, clock, 3, 10*time.Second, "x-ratelimit-epoch")
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock))}
+	for range 7 {
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	}
+	served, denied := srv.counts()
+	assert.Equal(t, 7, served)
+	assert.Zero(t, denied)
+	assert.InDelta(t, 20*time.Second, clock.Slept(), float64(50*time.Millisecond), "the turns: %v", clock.Sleeps())
 }
 
 // Without pacing, or with a caller's scope the responses do not share, the

@@ -42,8 +42,12 @@ import (
 // falls by no more than their own sends, double its share; a bucket full
 // but for its own sends gives it the whole. The requests held for a turn go in the
 // order they were first held (a queue per policy); at a turn the book
-// reckoned, one send asks first whether the window turned. An answer to an
-// earlier send that comes after the answers to later ones is older news.
+// reckoned, one send asks first whether the window turned. A fixed window
+// turns at most a window after the earliest send its answers counted: a
+// client alone whose first send went as the window began finds the turn
+// that a reset in whole seconds (an epoch's) states up to a second late,
+// and keeps its part of a second turn after turn. An answer to an earlier
+// send that comes after the answers to later ones is older news.
 // docs/ratelimit.md.
 type Book struct {
 	n      atomic.Int32 // len(scopes): an empty book is read without the lock
@@ -109,6 +113,14 @@ type policy struct {
 	probeAt     time.Time     // when the send that asks whether it did went; zero: none out
 	lag         time.Duration // added to the stated resets: the server states its turn early (it rounds down)
 	refused     bool          // the answer being read refused the send that asked: the window did not turn
+	coarse      bool          // resets are stated in whole seconds (not Fine): a turn may come up to a second before the one stated
+	opened      time.Time     // when the earliest send the current window's answers counted went; zero: none yet
+	openedPrev  time.Time     // opened of the window before the book's latest turn (a refused probe restores it)
+	notBefore   time.Time     // a send that went then was refused the turn: the window turns later
+	reach       time.Duration // the longest reset stated (answerProbe does not lengthen it, as it does span)
+	capped      bool          // resetAt is capTurn's, before the turn stated
+	capMissed   int           // sends at capTurn's turns that were refused
+	minWhole    time.Duration // the least window capTurn takes, after such a refusal
 
 	share  float64   // the client's estimated share of the quota, in (0, 1]
 	base   int64     // the count at the first answer of the measure; -1: none yet
@@ -336,10 +348,18 @@ func (p *policy) roll(now time.Time) {
 		p.measure(0)
 	}
 	p.since = p.resetAt
+	p.openedPrev, p.opened = p.opened, time.Time{} // (capped: the turn reckoned from one capTurn brought is its too)
 	p.remaining, p.statedAt, p.sentAt = p.quota(), p.resetAt, p.resetAt
 	p.unconfirmed, p.probeAt = !p.bucket(), time.Time{}
 	p.base, p.own = -1, 0
-	if w := p.windowLen(); w > 0 {
+	w := p.windowLen()
+	if p.fixed && !p.bucket() && p.wholeWindow() > 0 {
+		// A fixed window stated in whole seconds: its whole seconds, not
+		// the longest reset (a reset truncated, or lengthened by a
+		// refused send, is not a window).
+		w = p.wholeWindow()
+	}
+	if w > 0 {
 		n := now.Sub(p.resetAt)/w + 1 // windows passed, the one begun included
 		p.resetAt = p.resetAt.Add(n * w)
 	} else {
@@ -669,12 +689,21 @@ func (p *policy) holdForProbe(now time.Time) time.Duration {
 // (no reset, or one now) shows a server that states its turns early, and
 // later resets are read a second later (the rounding of whole seconds).
 func (p *policy) answerProbe(obs []Observation, throttled bool) {
+	sent := p.probeAt
 	p.probeAt = time.Time{}
 	switch {
 	case !throttled && len(obs) > 0:
 		p.unconfirmed = false
 	case throttled:
 		p.refused = true
+		// The window the book turned goes on: its earliest send still
+		// bounds its turn (capTurn), which comes after this send's.
+		p.opened, p.notBefore = p.openedPrev, sent
+		if p.capped {
+			// Brought too soon: the window is longer than taken.
+			p.capMissed++
+			p.minWhole = p.wholeWindow() + time.Second
+		}
 		for _, o := range obs {
 			switch {
 			case o.Policy != p.name:
@@ -759,6 +788,31 @@ func (p *policy) enqueue(now time.Time, after, h *Hold, turn bool, wait time.Dur
 	return wait
 }
 
+// TurnIn returns how long, at now, until the turn of the spent fixed
+// windows of scope k that route's requests wait for, as b reckons it (the
+// latest of them), and whether that turn is sooner than the one stated
+// (found: capTurn); ok is false if none of k's quotas known to b is a
+// fixed window whose latest answer stated none left.
+func (b *Book) TurnIn(k Key, route string, now time.Time) (d time.Duration, found, ok bool) {
+	if b.Idle() {
+		return 0, false, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sc := b.scopes[k]
+	if sc == nil {
+		return 0, false, false
+	}
+	found = true
+	for _, p := range sc.policies {
+		if p.applies(route) && p.fixed && !p.resetAt.IsZero() && p.remaining <= 0 {
+			d, ok = max(d, p.resetAt.Sub(now)), true
+			found = found && p.capped
+		}
+	}
+	return d, found && ok, ok
+}
+
 // Forget takes the request that waited for h out of the queue it kept a
 // place in: it will not ask again (its context ended).
 func (b *Book) Forget(h *Hold) {
@@ -814,6 +868,7 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		}
 		resetAt = now.Add(hold)
 	}
+	counted := !p.refused
 	if p.refused {
 		// The window the book turned had not: its count is the old
 		// window's, which the share was measured on at the turn.
@@ -837,6 +892,11 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		// early. (An answer to an earlier send, come late, states the
 		// count before the sends answered since.)
 		p.remaining, p.statedAt, p.sentAt, p.resetAt = o.Remaining, now, t.sentAt, resetAt
+		p.opened, p.capped = time.Time{}, false
+		if !t.sentAt.Before(p.since) {
+			p.opened = t.sentAt
+		}
+		p.capTurn()
 		return
 	}
 	// The same window: the lowest count, and the earliest turn (a reset
@@ -844,10 +904,90 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 	if o.Remaining < p.remaining {
 		p.remaining, p.statedAt, p.sentAt = o.Remaining, now, t.sentAt
 	}
-	if !resetAt.IsZero() && resetAt.Before(p.resetAt) {
-		p.resetAt = resetAt
+	switch {
+	case resetAt.IsZero():
+	case p.capped && p.inFleet():
+		// Its turns were brought by capTurn while it took itself to be
+		// alone: a client of a fleet turns at the turn stated, with the
+		// others (capTurn).
+		p.resetAt, p.capped = resetAt, false
+	case resetAt.Before(p.resetAt):
+		p.resetAt, p.capped = resetAt, false
+	}
+	if counted && !t.sentAt.Before(p.since) && (p.opened.IsZero() || t.sentAt.Before(p.opened)) {
+		// (A send that went before the turn the book reckoned, and was
+		// counted in the new window, landed in it at a time not known.)
+		p.opened = t.sentAt
+	}
+	p.capTurn()
+}
+
+// capTurn brings p's turn no later than a window after the earliest send
+// its current window counted (opened): that send landed in the window,
+// which turns at most a window after it began. A reset in whole seconds
+// may state the turn up to a second late, and one stated as an epoch
+// second (GitHub's) is the same second for every answer, so the
+// earliest of them does not come closer: a client that began with the
+// window (a batch's first send) learns the turn's part of a second from
+// its own sends, and keeps it turn after turn (each window's earliest
+// send goes at the turn the book reckoned). A turn so brought too soon
+// meets the probe's refusal (answerProbe), and is not brought before the
+// refused send again.
+func (p *policy) capTurn() {
+	w := p.wholeWindow()
+	if w <= 0 || !p.fixed || p.missed >= 2 || p.capMissed >= maxCapMissed || p.opened.IsZero() || p.resetAt.IsZero() {
+		// (A bucket refused twice, held to its turns, is no window.)
+		return
+	}
+	if p.inFleet() {
+		// A client of a fleet: each would turn at its own first send's
+		// part of a second, the fleet's turns spread over their sends'
+		// spread, where the turn stated (an epoch: the same instant to
+		// all) turns them together; one that turned sooner than the
+		// others would spend the window before their turn.
+		return
+	}
+	if c := p.opened.Add(w); c.Before(p.resetAt) && c.After(p.notBefore) {
+		p.resetAt, p.capped = c, true
 	}
 }
+
+// inFleet reports whether p's client may share p with other clients: its
+// first answer showed others spending the window, its share is below 1,
+// or the count fell by more than its own sends since its measure began.
+func (p *policy) inFleet() bool {
+	if p.crowded || p.share < 1 {
+		return true
+	}
+	if p.base < 0 || p.own == 0 && !p.spent() {
+		return false // no measure under way
+	}
+	// The count fell by more than its own sends (one more, as the
+	// measure counts a window seen spent, is its own).
+	s, ok := p.estimate(0)
+	return ok && s < 1-1.5/float64(p.quota())
+}
+
+// wholeWindow returns the length of p's window as capTurn takes it: as
+// stated; else, for resets stated in whole seconds, the whole seconds of
+// the longest (with the second a server that rounds down leaves out),
+// which is the window when an answer came as it began (a reset rounded
+// up states up to a second more); zero if less than a second, or for
+// resets stated finer, which state the turn itself.
+func (p *policy) wholeWindow() time.Duration {
+	if p.window > 0 {
+		return p.window
+	}
+	if !p.coarse {
+		return 0
+	}
+	return max((p.reach + p.lag).Truncate(time.Second), p.minWhole)
+}
+
+// maxCapMissed is how many refusals at capTurn's turns end its capping
+// of p: a window whose start no answer came near is longer than the
+// longest reset shows, and each such turn would cost a 429.
+const maxCapMissed = 2
 
 // countedSince reports whether o, the answer at now to a send that went
 // before p's window began (by the book's reckoning), was counted in that
@@ -871,6 +1011,8 @@ func (p *policy) learnShape(o Observation) {
 		return
 	}
 	p.span = max(p.span, o.Reset)
+	p.reach = max(p.reach, o.Reset)
+	p.coarse = !o.Fine
 	if p.fixed {
 		return
 	}
