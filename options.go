@@ -104,10 +104,11 @@ func SetDelayFn(ctx context.Context, fn DelayFn) context.Context {
 }
 
 func withDelay(fn DelayFn) patch {
+	own := fn != nil
 	if fn == nil {
 		fn = DefaultDelayFn
 	}
-	return func(s *settings) { s.delay = fn }
+	return func(s *settings) { s.delay, s.ownDelay = fn, own }
 }
 
 // WithPreventRetryWithBody, when true, disables retries for every request
@@ -212,6 +213,7 @@ type settings struct {
 	shouldRetry          ShouldRetryFn
 	rules                *retryPolicy // shouldRetry's, when it is this package's (shouldretry.go); nil: the caller's function
 	delay                DelayFn
+	ownDelay             bool // delay is the caller's (WithDelayFn, SetDelayFn): its wait is not cut to a quota's turn (quota.go)
 	holdDuringPause      bool // WithHoldDuringPause (pause.go)
 	preventRetryWithBody bool
 	attemptTimeout       time.Duration

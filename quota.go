@@ -291,6 +291,29 @@ func (t *Transport) quotaDone(req *http.Request, q *quotaSend, res *http.Respons
 	processQuotas.Done(q.tk, obs, res != nil && res.StatusCode == http.StatusTooManyRequests, now)
 }
 
+// quotaTurnCap returns the wait d of the retry of req, the attempt of q
+// answered res, no longer than until the turn of the spent window its
+// 429 met: the turn the 429 states, or the process's quota book's when
+// it found that one sooner (a reset in whole seconds, rounded up). The
+// book holds the retry until then (quotaHold), in the order the window's
+// waiters came, and a wait past the turn (DefaultDelayFn's: the server's
+// reset jittered by a third) finds the new window spent by those sent at
+// the turn. A Retry-After the 429 carries is waited in full, and so is a
+// DelayFn of the caller's (the transport does not call it here).
+func (t *Transport) quotaTurnCap(req *http.Request, q *quotaSend, res *http.Response, d time.Duration) time.Duration {
+	if res == nil || res.StatusCode != http.StatusTooManyRequests || len(res.Header["Retry-After"]) > 0 {
+		return d
+	}
+	turn, found, ok := processQuotas.TurnIn(quotaKey(req, q.name), routeOf(req), t.clock().Now())
+	if !ok {
+		return d
+	}
+	if stated, _ := t.pauseOf(res); !found {
+		turn = max(turn, stated) // no sooner than the 429 says
+	}
+	return max(min(d, turn), 0)
+}
+
 // quotaKey returns the scope of req with the caller's name.
 func quotaKey(req *http.Request, name string) quota.Key {
 	h := hostmap.KeyOf(req)
