@@ -55,6 +55,9 @@ import (
 // milliseconds since it started, the sender (a client process's pid, or
 // "i" for the interactive caller), whether it was served, the count and
 // reset (ms) it stated, and the batch request's number in its process.
+// QUOTA_PHASE=ms starts the clients that long after the server (its
+// windows turn every 2 s from its start): mid-window, where the first
+// answers' resets in whole seconds misstate the turn.
 func TestAdvertisedQuotas(t *testing.T) {
 	if os.Getenv("QUOTA_CLIENT_URL") != "" {
 		quotaClientProcess(t)
@@ -77,6 +80,7 @@ func TestAdvertisedQuotas(t *testing.T) {
 				row := quotaRow{name: shape + " " + dialect, clients: 1}
 				for range runs {
 					srv := newAdvertisingServer(t, dialect, bucket)
+					time.Sleep(quotaPhase())
 					inter := startInteractive(srv.URL, dialect)
 					ok := runBatch(srv.URL, dialect, 200, 10)
 					end := time.Now()
@@ -94,6 +98,7 @@ func TestAdvertisedQuotas(t *testing.T) {
 				row := quotaRow{name: shape + " " + dialect, clients: 4}
 				for range runs {
 					srv := newAdvertisingServer(t, dialect, bucket)
+					time.Sleep(quotaPhase())
 					var wg sync.WaitGroup
 					reports := make([]clientReport, 4)
 					for i := range 4 {
@@ -443,6 +448,16 @@ func runClientProcess(t *testing.T, url, dialect string) clientReport {
 		}
 	}
 	return r
+}
+
+// quotaPhase is how long the clients start after the server, whose
+// windows turn every 2 s from its start: QUOTA_PHASE (milliseconds), or 0,
+// where a reset in whole seconds stated to the first answers is exact.
+func quotaPhase() time.Duration {
+	if ms, err := strconv.Atoi(os.Getenv("QUOTA_PHASE")); err == nil && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return 0
 }
 
 // fleetBatch is the batch of each client process of a fleet row: 50 (the
