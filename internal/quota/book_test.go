@@ -885,30 +885,12 @@ func TestBookEpochTurnFromTheWindowsStart(t *testing.T) {
 	var b Book
 	t0 := now.Add(300 * time.Millisecond)
 	turn := t0.Add(2 * time.Second) // stated: now+3 s, 0.7 s late
-	for r := 9; r >= 0; r-- {
-		tk, h := b.Reserve(host, "", t0, time.Minute, nil)
-		require.Nil(t, h)
-		answerEpoch(&b, tk, r, turn, true, false, t0.Add(time.Millisecond))
-	}
+	spendFirstWindow(t, &b, t0, turn, true)
 	_, h := b.Reserve(host, "", t0.Add(time.Millisecond), time.Minute, nil)
 	require.NotNil(t, h)
 	assert.Equal(t, 2*time.Second-time.Millisecond, h.Wait, "the window's turn, not the second stated")
 	b.Forget(h)
-	for i, at := range []time.Time{turn, turn.Add(2 * time.Second)} {
-		probe, h := b.Reserve(host, "", at, time.Minute, nil)
-		require.Nil(t, h, "window %d: the probe goes at the turn", i+2)
-		next := at.Add(2 * time.Second)
-		answerEpoch(&b, probe, 9, next, true, false, at.Add(time.Millisecond))
-		for r := 8; r >= 0; r-- {
-			tk, h := b.Reserve(host, "", at.Add(time.Millisecond), time.Minute, nil)
-			require.Nil(t, h)
-			answerEpoch(&b, tk, r, next, true, false, at.Add(2*time.Millisecond))
-		}
-		_, h = b.Reserve(host, "", at.Add(2*time.Millisecond), time.Minute, nil)
-		require.NotNil(t, h)
-		assert.Equal(t, 2*time.Second-2*time.Millisecond, h.Wait, "window %d: turn after turn", i+2)
-		b.Forget(h)
-	}
+	keepsTheTurn(t, &b, turn, true)
 }
 
 // Truncated, an epoch second states a turn up to a second early, and the
@@ -921,11 +903,7 @@ func TestBookEpochTurnTruncated(t *testing.T) {
 	var b Book
 	t0 := now.Add(300 * time.Millisecond)
 	turn := t0.Add(2 * time.Second) // stated: now+2 s, 0.3 s early
-	for r := 9; r >= 0; r-- {
-		tk, h := b.Reserve(host, "", t0, time.Minute, nil)
-		require.Nil(t, h)
-		answerEpoch(&b, tk, r, turn, false, false, t0.Add(time.Millisecond))
-	}
+	spendFirstWindow(t, &b, t0, turn, false)
 	early := t0.Add(time.Second)
 	probe, h := b.Reserve(host, "", early, time.Minute, nil)
 	require.Nil(t, h, "a window of 1 s taken from the reset of 1.7 s")
@@ -942,15 +920,35 @@ func TestBookEpochTurnTruncated(t *testing.T) {
 	require.NotNil(t, h)
 	assert.Equal(t, turn.Sub(stated.Add(time.Millisecond)), h.Wait, "a window after the first send")
 	b.Forget(h)
+	keepsTheTurn(t, &b, turn, false)
+}
+
+// spendFirstWindow spends b's first window (10) at t0, its turn stated
+// as an epoch second (ceil: rounded up).
+func spendFirstWindow(t *testing.T, b *Book, t0, turn time.Time, ceil bool) {
+	t.Helper()
+	for r := 9; r >= 0; r-- {
+		tk, h := b.Reserve(host, "", t0, time.Minute, nil)
+		require.Nil(t, h)
+		answerEpoch(b, tk, r, turn, ceil, false, t0.Add(time.Millisecond))
+	}
+}
+
+// keepsTheTurn spends the two windows of b (10 each, 2 s) that turn at
+// turn and a window later, each stated as an epoch second (ceil: rounded
+// up), and checks that each window's requests beyond its quota wait for
+// the next turn found, not the second stated.
+func keepsTheTurn(t *testing.T, b *Book, turn time.Time, ceil bool) {
+	t.Helper()
 	for i, at := range []time.Time{turn, turn.Add(2 * time.Second)} {
 		probe, h := b.Reserve(host, "", at, time.Minute, nil)
-		require.Nil(t, h, "window %d", i+2)
+		require.Nil(t, h, "window %d: the probe goes at the turn", i+2)
 		next := at.Add(2 * time.Second)
-		answerEpoch(&b, probe, 9, next, false, false, at.Add(time.Millisecond))
+		answerEpoch(b, probe, 9, next, ceil, false, at.Add(time.Millisecond))
 		for r := 8; r >= 0; r-- {
 			tk, h := b.Reserve(host, "", at.Add(time.Millisecond), time.Minute, nil)
 			require.Nil(t, h)
-			answerEpoch(&b, tk, r, next, false, false, at.Add(2*time.Millisecond))
+			answerEpoch(b, tk, r, next, ceil, false, at.Add(2*time.Millisecond))
 		}
 		_, h = b.Reserve(host, "", at.Add(2*time.Millisecond), time.Minute, nil)
 		require.NotNil(t, h)
