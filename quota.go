@@ -293,25 +293,28 @@ func (t *Transport) quotaDone(req *http.Request, q *quotaSend, res *http.Respons
 
 // quotaTurnCap returns the wait d of the retry of req, the attempt of q
 // answered res, no longer than until the turn of the spent window its
-// 429 met: the turn the 429 states, or the process's quota book's when
-// it found that one sooner (a reset in whole seconds, rounded up). The
-// book holds the retry until then (quotaHold), in the order the window's
-// waiters came, and a wait past the turn (DefaultDelayFn's: the server's
-// reset jittered by a third) finds the new window spent by those sent at
-// the turn. A Retry-After the 429 carries is waited in full, and so is a
-// DelayFn of the caller's (the transport does not call it here).
+// 429 met: the turn its quota fields state, or the process's quota
+// book's when it found that one sooner (a reset in whole seconds, rounded
+// up) or knows it later (a server that rounds down). The book holds the
+// retry until then (quotaHold), in the order the window's waiters came,
+// and a wait past the turn (DefaultDelayFn's: the server's reset jittered
+// by a third) finds the new window spent by those sent at the turn. A
+// Retry-After the 429 carries is waited in full, and so is a DelayFn of
+// the caller's (the transport does not call it here); a 429 that states
+// no turn keeps its backoff.
 func (t *Transport) quotaTurnCap(req *http.Request, q *quotaSend, res *http.Response, d time.Duration) time.Duration {
 	if res == nil || res.StatusCode != http.StatusTooManyRequests || len(res.Header["Retry-After"]) > 0 {
 		return d
 	}
+	limit, _ := t.pauseOf(res) // the turn stated, if any
 	turn, found, ok := processQuotas.TurnIn(quotaKey(req, q.name), routeOf(req), t.clock().Now())
-	if !ok {
+	if ok && (found || turn > limit) {
+		limit = turn
+	}
+	if limit <= 0 {
 		return d
 	}
-	if stated, _ := t.pauseOf(res); !found {
-		turn = max(turn, stated) // no sooner than the 429 says
-	}
-	return max(min(d, turn), 0)
+	return min(d, limit)
 }
 
 // quotaKey returns the scope of req with the caller's name.

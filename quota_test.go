@@ -219,3 +219,60 @@ func TestQuotaHoldLogged(t *testing.T) {
 	assert.NotContains(t, out, "secret")
 	assert.NotContains(t, out, "parked")
 }
+
+// A 429 whose quota the transport paces is retried at the turn it
+// states, not later: DefaultDelayFn's wait, the stated reset jittered by
+// a third, would find the new window spent by the requests sent at its
+// turn. Here another client spends each window of 2 (10 s) from its
+// fifth second; a request at the sixth meets its 429 (the turn 4 s
+// away), eight windows in a row (on a fake clock: no real waiting).
+func TestQuotaRetryAtTheTurn(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now())
+	start := clock.Now()
+	const window = 10 * time.Second
+	var mu sync.Mutex
+	used, index := 0, int64(0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		at := clock.Now().Sub(start)
+		if i := int64(at / window); i != index {
+			index, used = i, 0
+		}
+		if at%window >= window/2 {
+			used = 2 // the other client's burst
+		}
+		ok := used < 2
+		if ok {
+			used++
+		}
+		left := time.Duration(index+1)*window - at
+		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, 2-used, int((left+time.Second-1)/time.Second)))
+		w.Header().Set("RateLimit-Policy", `"default";q=2;w=10`)
+		if !ok {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(retryhttp.ForgetQuotas)
+	var delays []time.Duration
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithHooks(retryhttp.Hooks{
+		OnRetryDecision: func(d retryhttp.Decision) {
+			if d.Retry {
+				mu.Lock()
+				delays = append(delays, d.Delay)
+				mu.Unlock()
+			}
+		},
+	}))}
+	for k := range 8 {
+		clock.Advance(start.Add(time.Duration(k)*window + 6*time.Second).Sub(clock.Now()))
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, delays, "the 429s were retried")
+	for i, d := range delays {
+		assert.LessOrEqual(t, d, 4*time.Second, "retry %d: at the turn stated", i+1)
+	}
+}

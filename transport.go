@@ -259,7 +259,7 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// transport allows, nor past the caller's deadline: hand over the
 		// last outcome.
 		d := max(s.delay(a), o.Stated, 0)
-		if q.asked && !s.ownDelay {
+		if q.on && !s.ownDelay {
 			d = t.quotaTurnCap(sent, &q, res, d) // quota.go: no later than the quota's turn
 		}
 		if d > s.maxDelay {
