@@ -246,11 +246,12 @@ func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Reques
 			Attempt: Attempt{Count: count, Req: req}, Scope: scopeString(k), Policy: hold.Policy,
 			Remaining: hold.Remaining, Wait: wait,
 		})
-		if err := t.wait(ctx, wait); err != nil {
+		start := clk.Now()
+		if err := t.waitOrWake(ctx, wait, hold.Wake); err != nil {
 			processQuotas.Forget(hold) // its place in the queue goes
 			return err
 		}
-		waited += wait
+		waited += min(max(clk.Now().Sub(start), 0), wait)
 		after = hold
 	}
 }

@@ -151,6 +151,55 @@ func TestQuotaEpochTurn(t *testing.T) {
 	assert.InDelta(t, 20*time.Second, clock.Slept(), float64(50*time.Millisecond), "the turns: %v", clock.Sleeps())
 }
 
+// At a turn the book reckoned, the first request asks whether it came and
+// the others wait for its answer: they go when it comes, not when their
+// short waits end (a manual clock that does not move after the turn would
+// hold them for ever).
+func TestQuotaProbeWakesTheHeld(t *testing.T) {
+	clock := retryhttptest.NewManualClock(time.Now())
+	srv := newQuotaServer(t, clock, 3, 10*time.Second, "draft-11")
+	var mu sync.Mutex
+	var probeWaits int
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock),
+		retryhttp.WithHooks(retryhttp.Hooks{OnQuotaHold: func(h retryhttp.QuotaHold) {
+			if h.Wait < time.Second {
+				mu.Lock()
+				probeWaits++
+				mu.Unlock()
+			}
+		}}))}
+	for range 3 { // the window's quota
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	}
+	const held = 3
+	done := make(chan int, held)
+	for range held {
+		go func() {
+			res, err := c.Get(srv.URL)
+			if err != nil {
+				done <- 0
+				return
+			}
+			res.Body.Close()
+			done <- res.StatusCode
+		}()
+	}
+	require.Eventually(t, func() bool { return clock.Timers() == held }, 5*time.Second, time.Millisecond, "held for the turn")
+	clock.Advance(10 * time.Second) // the turn; the time moves no more
+	for range held {
+		select {
+		case code := <-done:
+			assert.Equal(t, http.StatusOK, code)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a request held for the turn's first answer was not woken by it")
+		}
+	}
+	served, denied := srv.counts()
+	assert.Equal(t, 3+held, served)
+	assert.Zero(t, denied)
+	t.Logf("holds for the first answer: %d", probeWaits)
+}
+
 // Without pacing, or with a caller's scope the responses do not share, the
 // same server's quota is met: the pacing is what avoids the 429s above.
 func TestQuotaPacingOff(t *testing.T) {

@@ -369,6 +369,11 @@ func (t *Transport) pastDeadline(ctx context.Context, d time.Duration) bool {
 
 // wait waits d on t's clock, or until ctx is done, whichever comes first.
 func (t *Transport) wait(ctx context.Context, d time.Duration) error {
+	return t.waitOrWake(ctx, d, nil)
+}
+
+// waitOrWake is wait, ended early when wake (if not nil) is closed.
+func (t *Transport) waitOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -377,6 +382,8 @@ func (t *Transport) wait(ctx context.Context, d time.Duration) error {
 	select {
 	case <-fire:
 		return nil
+	case <-wake:
+		return ctx.Err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -42,7 +42,13 @@ import (
 // falls by no more than their own sends, double its share; a bucket full
 // but for its own sends gives it the whole. The requests held for a turn go in the
 // order they were first held (a queue per policy); at a turn the book
-// reckoned, one send asks first whether the window turned. A fixed window
+// reckoned, one send asks first whether the window turned. For a client
+// alone, its answer wakes the others (Hold.Wake), which keep the room the
+// turn gives while they wait for it, a new request
+// leaves them a margin of up to two sends while sends are in flight (the
+// answers of a burst, come on several connections, state counts a few
+// apart), and a held request that finds its own sends in flight holding
+// the room waits for their answers, not for the next turn. A fixed window
 // turns at most a window after the earliest send its answers counted: a
 // client alone whose first send went as the window began finds the turn
 // that a reset in whole seconds (an epoch's) states up to a second late,
@@ -111,6 +117,7 @@ type policy struct {
 
 	unconfirmed bool          // the window turned by the book's reckoning (roll); no answer has shown it yet
 	probeAt     time.Time     // when the send that asks whether it did went; zero: none out
+	probeDone   chan struct{} // closed when that send's answer comes (endProbe): the requests held for it ask again
 	lag         time.Duration // added to the stated resets: the server states its turn early (it rounds down)
 	refused     bool          // the answer being read refused the send that asked: the window did not turn
 	coarse      bool          // resets are stated in whole seconds (not Fine): a turn may come up to a second before the one stated
@@ -164,10 +171,14 @@ type Hold struct {
 	Policy    string
 	Remaining int64
 	Wait      time.Duration
+	// Wake, if not nil, is closed when the request may ask again before
+	// Wait ends: the answer it waits for came.
+	Wake <-chan struct{}
 
 	slot   *policy // a bucket's, whose pace gave the request a slot
 	queued *policy // the policy whose queue keeps the request's place, if any
 	seq    uint64  // its place there
+	why    waitFor // what it waited for
 }
 
 // Reserve decides, at now, for a request of scope k whose route is route
@@ -198,24 +209,30 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, 
 	t.sc = sc
 	var held *policy
 	var wait time.Duration
-	turn := false // held waits for held's turn
+	var why waitFor
 	for _, p := range sc.policies {
 		if !p.applies(route) {
 			continue
 		}
-		if w, toTurn := p.hold(now, after); w > wait || held == nil && w > 0 {
-			held, wait, turn = p, w, toTurn
+		if w, f := p.hold(now, after); w > wait || held == nil && w > 0 {
+			held, wait, why = p, w, f
 		}
 	}
 	if held != nil {
-		h := &Hold{Policy: held.name, Remaining: held.remaining, Wait: wait}
+		h := &Hold{Policy: held.name, Remaining: held.remaining, Wait: wait, why: why}
 		switch {
 		case held.bucket():
 			// A slot beyond a window: the pace may quicken meanwhile (the
 			// share grows); it asks again a window on, its slot kept.
 			h.slot, h.Wait = held, min(wait, held.windowLen())
 		case wait <= bound:
-			h.Wait = held.enqueue(now, after, h, turn, wait)
+			h.Wait = held.enqueue(now, after, h, why, wait)
+			if why == forProbe && held.solo() {
+				// A client alone: woken by the answer. A fleet's clients
+				// ask at their intervals, which spread their turn's bursts
+				// (woken at once, 4 x 200 in bench/storm met more 429s).
+				h.Wake = held.probeDone
+			}
 		default:
 			held.leave(after) // it will not wait: its place goes
 		}
@@ -228,6 +245,7 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, 
 			t.mask |= 1 << i
 			if p.unconfirmed && p.probeAt.IsZero() {
 				p.probeAt = now // the first send of a turn the book reckoned asks whether it came
+				p.probeDone = make(chan struct{})
 				t.probes |= 1 << i
 			}
 		}
@@ -350,7 +368,8 @@ func (p *policy) roll(now time.Time) {
 	p.since = p.resetAt
 	p.openedPrev, p.opened = p.opened, time.Time{} // (capped: the turn reckoned from one capTurn brought is its too)
 	p.remaining, p.statedAt, p.sentAt = p.quota(), p.resetAt, p.resetAt
-	p.unconfirmed, p.probeAt = !p.bucket(), time.Time{}
+	p.unconfirmed = !p.bucket()
+	p.endProbe()
 	p.base, p.own = -1, 0
 	w := p.windowLen()
 	if p.fixed && !p.bucket() && p.wholeWindow() > 0 {
@@ -561,6 +580,15 @@ func (p *policy) starting() bool {
 // measured on within a window.
 const measureAnswers = 4
 
+// solo reports whether p's client is taken to use the quota alone: its
+// share is whole, and its first answer did not show others spending the
+// window. The rules that keep a turn's room for the requests held for it
+// are a lone client's; a fleet's clients keep to their intervals, which
+// spread their bursts at the turn.
+func (p *policy) solo() bool {
+	return p.share1() >= 1 && !p.crowded
+}
+
 // fleet reports whether p's client shares a fixed window with others (its
 // share is below shareAlone) and saw the window turn.
 func (p *policy) fleet() bool {
@@ -582,38 +610,73 @@ func (p *policy) allowance(c float64) int64 {
 	return int64(p.share1()*c + 1e-9)
 }
 
+// waitFor is what a held request waits for.
+type waitFor int
+
+const (
+	forRoom    waitFor = iota // room: answers to come, a slot of a pace
+	forTurn                   // the window's turn
+	forProbe                  // the answer that shows whether the window turned
+	forAnswers                // the answers to the client's sends in flight
+)
+
 // hold returns how long a request must wait for p at now: zero if p has
-// room for it, or does not know when its window turns; and whether the
-// wait is for the turn. slotted: the request waited for a slot of p's pace.
-func (p *policy) hold(now time.Time, after *Hold) (time.Duration, bool) {
+// room for it, or does not know when its window turns; and what it waits
+// for. after: the Hold it waited for (nil: first asked).
+func (p *policy) hold(now time.Time, after *Hold) (time.Duration, waitFor) {
 	p.roll(now)
 	if p.bucket() {
-		return p.holdBucket(now, after != nil && after.slot == p), false
+		return p.holdBucket(now, after != nil && after.slot == p), forRoom
 	}
 	if w := p.holdForProbe(now); w > 0 {
-		return w, false
+		return w, forProbe
 	}
 	if p.resetAt.IsZero() {
-		return 0, false
+		return 0, forRoom
 	}
 	ahead := int64(p.ahead(now, after))
-	if p.room(now) > ahead {
-		return 0, false
+	if p.room(now) > ahead+p.margin(ahead, after) {
+		return 0, forRoom
 	}
 	if p.fleet() && now.Before(p.burstEnd()) {
 		// Its share of the turn's burst sent: what the bursts left goes
 		// by the counts once they have landed.
-		return min(p.burstEnd().Sub(now), p.resetAt.Sub(now)), false
+		return min(p.burstEnd().Sub(now), p.resetAt.Sub(now)), forRoom
 	}
-	if p.inFlight > 0 && (p.starting() || p.share1() < 1) && p.allowance(p.count(now)) > ahead {
+	if p.inFlight > 0 && (p.starting() || p.share1() < 1 || p.solo() && after != nil && after.queued == p) && p.allowance(p.count(now)) > ahead {
 		// The client's own sends in flight hold the room its share of the
 		// count gives: their answers free part of it (the share of a
 		// count fallen by them is less by less than them), long before
-		// the turn.
-		return min(max(p.rtt, time.Millisecond), p.resetAt.Sub(now)), false
+		// the turn. A round trip, doubled at each wait in a row up to
+		// maxAnswersWait (sends that hang do not make it poll).
+		w := max(p.rtt, time.Millisecond)
+		if after != nil && after.why == forAnswers && p.solo() {
+			w = max(w, 2*after.Wait)
+		}
+		return min(w, maxAnswersWait, p.resetAt.Sub(now)), forAnswers
 	}
-	return p.resetAt.Sub(now), true
+	return p.resetAt.Sub(now), forTurn
 }
+
+// maxAnswersWait bounds a wait for the answers to the client's sends in
+// flight: within waiterGrace, so that a request that waits for them keeps
+// its place.
+const maxAnswersWait = waiterGrace / 2
+
+// margin returns the room that a request not yet held by p leaves, beyond
+// the ahead requests held before it, for a client alone: the answers of a
+// window's end, come on several connections, state counts a few apart,
+// and a held request denied for want of one unit waits a whole window.
+// None while no send is in flight (the count is then exact).
+func (p *policy) margin(ahead int64, after *Hold) int64 {
+	if ahead == 0 || after != nil && after.queued == p || !p.solo() {
+		return 0
+	}
+	return min(int64(p.inFlight), maxMargin)
+}
+
+// maxMargin bounds margin.
+const maxMargin = 2
 
 // ahead returns how many requests wait before the request that waited
 // for after (a new one: all that wait) and are due to ask again by now,
@@ -679,9 +742,20 @@ func (p *policy) holdForProbe(now time.Time) time.Duration {
 	out := now.Sub(p.probeAt)
 	if out >= turnProbeWait {
 		p.unconfirmed = false
+		p.endProbe()
 		return 0
 	}
 	return min(max(out, time.Millisecond), turnProbeWait-out)
+}
+
+// endProbe ends the wait for the send that asks whether p's window
+// turned: the requests held for its answer ask again at once.
+func (p *policy) endProbe() {
+	p.probeAt = time.Time{}
+	if p.probeDone != nil {
+		close(p.probeDone)
+		p.probeDone = nil
+	}
 }
 
 // answerProbe records the answer to the send that asked whether p's
@@ -690,7 +764,7 @@ func (p *policy) holdForProbe(now time.Time) time.Duration {
 // later resets are read a second later (the rounding of whole seconds).
 func (p *policy) answerProbe(obs []Observation, throttled bool) {
 	sent := p.probeAt
-	p.probeAt = time.Time{}
+	p.endProbe()
 	switch {
 	case !throttled && len(obs) > 0:
 		p.unconfirmed = false
@@ -754,13 +828,15 @@ func (p *policy) slot(now time.Time, due, gap time.Duration) time.Duration {
 	return max(at.Sub(now), time.Millisecond)
 }
 
-// enqueue keeps the place in p's queue of a request held for wait (turn:
-// a wait for p's turn), giving a place to one that has none, records it
-// in h, and returns the request's wait: for a turn, to the turn, for as
-// many as the next window is likely to let go at once (the client's share
-// of its quota); the others at slots spread after it at the quota's pace,
-// where they ask again.
-func (p *policy) enqueue(now time.Time, after, h *Hold, turn bool, wait time.Duration) time.Duration {
+// enqueue keeps the place in p's queue of a request held for wait (why:
+// what it waits for), giving a place to one that has none, records it in
+// h, and returns the request's wait: for a turn, to the turn, for as many
+// as the next window is likely to let go at once (the client's share of
+// its quota); the others at slots spread after it at the quota's pace,
+// where they ask again. For a client alone, a request held for a probe's
+// answer or for its sends' answers stays due: the room those answers show
+// is kept for it (ahead) against requests that ask before it does.
+func (p *policy) enqueue(now time.Time, after, h *Hold, why waitFor, wait time.Duration) time.Duration {
 	k, found := 0, false
 	if after != nil && after.queued == p {
 		k, found = p.find(after.seq)
@@ -774,7 +850,11 @@ func (p *policy) enqueue(now time.Time, after, h *Hold, turn bool, wait time.Dur
 		p.queue = append(p.queue, waiter{seq: p.nextSeq})
 	}
 	h.queued, h.seq = p, p.queue[k].seq
-	if turn {
+	if (why == forProbe || why == forAnswers) && p.solo() {
+		p.queue[k].due = now
+		return wait
+	}
+	if why == forTurn {
 		allowance := max(int(p.share*float64(p.quota())), 1)
 		if k >= allowance {
 			gap := 50 * time.Millisecond

@@ -290,6 +290,108 @@ func TestBookHeldGoInOrder(t *testing.T) {
 	assert.NotNil(t, h, "the window's quota is taken: 9 in flight, 9 stated")
 }
 
+// The requests held for the answer to a turn's first send are woken by
+// it (Hold.Wake), and keep their place meanwhile: a closed loop that asks
+// before they do leaves them the room (and, its sends in flight, a margin
+// of two), rather than take the window and leave them a whole window to
+// wait.
+func TestBookHeldForTheProbeKeepTheirRoom(t *testing.T) {
+	var b Book
+	spendAlone(t, &b) // spent until now+2s
+	var holds []*Hold
+	for i := range 4 {
+		_, h := b.Reserve(host, "", now.Add(time.Duration(i)*time.Millisecond), time.Minute, nil)
+		require.NotNil(t, h)
+		holds = append(holds, h)
+	}
+	turn := now.Add(2 * time.Second)
+	probe, h := b.Reserve(host, "", turn, time.Minute, holds[0])
+	require.Nil(t, h, "at the turn, the first held asks whether it came")
+	var woken []*Hold
+	for _, held := range holds[1:] {
+		_, h := b.Reserve(host, "", turn, time.Minute, held)
+		require.NotNil(t, h, "the others wait for its answer")
+		require.NotNil(t, h.Wake)
+		woken = append(woken, h)
+	}
+	select {
+	case <-woken[0].Wake:
+		t.Fatal("woken before the answer came")
+	default:
+	}
+	at := turn.Add(500 * time.Microsecond) // before their waits end
+	answer(&b, probe, 9, 2, at)
+	for _, h := range woken {
+		select {
+		case <-h.Wake:
+		default:
+			t.Fatal("not woken by the answer")
+		}
+	}
+	sent := 0
+	for range 10 {
+		if _, h := b.Reserve(host, "", at, time.Minute, nil); h != nil {
+			break
+		}
+		sent++
+	}
+	assert.Equal(t, 4, sent, "9 left: 3 kept for the held, 2 a margin while sends are in flight")
+	for i, h := range woken {
+		_, again := b.Reserve(host, "", at, time.Minute, h)
+		assert.Nil(t, again, "held %d takes the room kept for it", i+1)
+	}
+}
+
+// A request held for a turn that, asking again, finds its client's own
+// sends in flight holding the room the stated count gives waits for their
+// answers, not for another turn: answers that come out of order state
+// counts a few apart, and a whole window is too much to pay for them.
+func TestBookHeldWaitForTheirAnswers(t *testing.T) {
+	var b Book
+	spendAlone(t, &b) // spent until now+2s
+	_, held := b.Reserve(host, "", now, time.Minute, nil)
+	require.NotNil(t, held)
+	turn := now.Add(2 * time.Second)
+	probe, h := b.Reserve(host, "", turn, time.Minute, nil)
+	require.Nil(t, h, "a new request at the turn asks whether it came")
+	answer(&b, probe, 9, 2, turn)
+	var flying []Ticket
+	for range 8 { // the closed loop: 9 left, 1 kept for the held
+		tk, h := b.Reserve(host, "", turn, time.Minute, nil)
+		if h != nil {
+			break
+		}
+		flying = append(flying, tk)
+	}
+	require.NotEmpty(t, flying)
+	// The one held asks late, when the last sends are still in flight and
+	// the latest answer (out of order) states a count that counts them.
+	last := flying[len(flying)-1]
+	answer(&b, last, 1, 2, turn.Add(time.Millisecond))
+	_, h = b.Reserve(host, "", turn.Add(time.Millisecond), time.Minute, held)
+	require.NotNil(t, h)
+	assert.Less(t, h.Wait, 100*time.Millisecond, "it waits for the answers in flight, not the turn")
+	_, h2 := b.Reserve(host, "", turn.Add(2*time.Millisecond), time.Minute, h)
+	require.NotNil(t, h2, "no answer yet")
+	assert.Equal(t, 2*h.Wait, h2.Wait, "each wait in a row twice the last: sends that hang do not make it poll")
+	h = h2
+	for _, tk := range flying[:len(flying)-1] {
+		answer(&b, tk, 1, 2, turn.Add(3*time.Millisecond)) // older news: the count stays 1
+	}
+	_, h = b.Reserve(host, "", turn.Add(4*time.Millisecond), time.Minute, h)
+	assert.Nil(t, h, "the one left is its")
+}
+
+// spendAlone has a client alone spend a window of 10 that turns in 2 s.
+func spendAlone(t *testing.T, b *Book) {
+	t.Helper()
+	for r := 9; r >= 0; r-- {
+		tk, h := b.Reserve(host, "", now, time.Minute, nil)
+		require.Nil(t, h)
+		answer(b, tk, r, 2, now)
+	}
+}
+
 // Bounded memory: at most MaxScopes scopes, the least recently used goes.
 func TestBookBounded(t *testing.T) {
 	var b Book
