@@ -51,7 +51,8 @@ import (
 // -run 'TestAdvertisedQuotas/bucket/draft-11' picks rows. The dialect
 // x-ratelimit-floor states the epoch second its window turns in truncated
 // (x-ratelimit rounds it up): a server that states its turn up to a second
-// early. QUOTA_TRACE=file has the server write a line per request: the
+// early. QUOTA_TRACE=file has each row's server write to file.<the row's
+// test name, slashes as underscores> a line per request: the
 // milliseconds since it started, the sender (a client process's pid, or
 // "i" for the interactive caller), whether it was served, the count and
 // reset (ms) it stated, and the batch request's number in its process.
@@ -226,7 +227,7 @@ func newAdvertisingServer(t *testing.T, dialect string, bucket bool) *advertisin
 	var used int
 	var index int64
 	if path := os.Getenv("QUOTA_TRACE"); path != "" {
-		f, err := os.Create(path)
+		f, err := os.Create(path + "." + strings.ReplaceAll(t.Name(), "/", "_"))
 		require.NoError(t, err)
 		t.Cleanup(func() { f.Close() })
 		s.trace = f
