@@ -242,6 +242,11 @@ func (t *Transport) quotaHold(ctx context.Context, s *settings, req *http.Reques
 			return &QuotaWaitError{Wait: hold.Wait, Scope: scopeString(k), Policy: hold.Policy}
 		}
 		wait := max(hold.Wait, time.Millisecond)
+		if s.budget != nil {
+			// The host is silent because the client is: its parked
+			// retries do not give it up meanwhile.
+			s.budget.inner().Quiet(hostmap.KeyOf(req), wait)
+		}
 		t.obs.reportQuotaHold(QuotaHold{
 			Attempt: Attempt{Count: count, Req: req}, Scope: scopeString(k), Policy: hold.Policy,
 			Remaining: hold.Remaining, Wait: wait,

@@ -325,3 +325,88 @@ func TestQuotaRetryAtTheTurn(t *testing.T) {
 		assert.LessOrEqual(t, d, 4*time.Second, "retry %d: at the turn stated", i+1)
 	}
 }
+
+// A retry in the pause lane waits for the answer to the one released
+// before it; when the quota book holds that one until its window turns,
+// the host is silent because the client is: the waiting retry is not taken
+// for a retry of a silent host (no answer for the budget's MaxWait) and
+// refused. Here a server states its reset in whole seconds, rounded down:
+// two 429s half a second before the turn state none left, and a reset of
+// 0; the book holds the first retry to the turn, the second waits in the
+// lane, and both succeed.
+func TestQuotaHoldIsNoSilence(t *testing.T) {
+	clock := retryhttptest.NewManualClock(time.Now())
+	start := clock.Now()
+	const window = 10 * time.Second
+	var mu sync.Mutex
+	n, denied := 0, 0
+	both := make(chan struct{}) // the two requests sent together are in
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		n++
+		me := n
+		if me == 2 || me == 3 {
+			if me == 3 {
+				close(both)
+			}
+			mu.Unlock()
+			select {
+			case <-both:
+			case <-time.After(5 * time.Second):
+			}
+			mu.Lock()
+		}
+		defer mu.Unlock()
+		at := clock.Now().Sub(start)
+		left := window - at%window
+		w.Header().Set("X-RateLimit-Limit", "3")
+		w.Header().Set("X-RateLimit-Reset", fmt.Sprint(int(left/time.Second)))
+		if me == 2 || me == 3 { // the others spent the window
+			denied++
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Header().Set("X-RateLimit-Remaining", "2")
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(retryhttp.ForgetQuotas)
+	budget := retryhttp.NewRetryBudget(retryhttp.RetryBudgetOptions{Clock: clock, MaxWait: 200 * time.Millisecond})
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithRetryBudget(budget))}
+	assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL)) // the quota known
+	clock.Advance(window - 500*time.Millisecond)
+	done := make(chan int, 2)
+	for range 2 {
+		go func() {
+			res, err := c.Get(srv.URL)
+			if err != nil {
+				done <- 0
+				return
+			}
+			res.Body.Close()
+			done <- res.StatusCode
+		}()
+	}
+	// One retry held for the turn, one waiting in the lane.
+	require.Eventually(t, func() bool { return clock.Timers() == 2 }, 5*time.Second, time.Millisecond)
+	clock.Advance(500 * time.Millisecond) // the turn, past the budget's MaxWait
+	next := func() int {
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a retry hangs: at %v, timers %d, sleeps %v", clock.Now().Sub(start), clock.Timers(), clock.Sleeps())
+			return 0
+		}
+	}
+	assert.Equal(t, http.StatusOK, next(), "the first answer: a retry refused for the client's own hold")
+	for len(done) == 0 && clock.Now().Sub(start) < window+time.Second {
+		clock.Advance(10 * time.Millisecond) // the second's own turn, the probe's answer
+		time.Sleep(time.Millisecond)
+	}
+	assert.Equal(t, http.StatusOK, next())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, denied)
+	assert.Equal(t, 5, n)
+}

@@ -80,6 +80,7 @@ type host struct {
 
 	pause pauseState   // the host's pause answers (lane.go)
 	lanes atomic.Int32 // retries waiting in the lane or released by it, for readers without mu
+	quiet atomic.Int64 // budget clock until which the client holds its own requests to the host (Quiet)
 
 	mu   sync.Mutex
 	p    pacer // guarded by mu

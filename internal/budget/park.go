@@ -108,7 +108,8 @@ type Stand struct {
 	// Sleep is how long the retry may sleep before it looks again on its
 	// own, unless it is rung first; at most until its host has had no
 	// success for too long (MaxWait; for a retry in the lane, no success
-	// nor pause answer for MaxWait and the host's latest stated pause).
+	// nor pause answer for MaxWait and the host's latest stated pause),
+	// not counting a silence the client keeps (Quiet).
 	// Zero or less: that time has come, and the retry must leave.
 	Sleep time.Duration
 	Lease Lease // once released
@@ -127,11 +128,14 @@ func (w *Waiter) Check() Stand {
 	defer h.mu.Unlock()
 	at := b.clock()
 	h.step(at, input{ev: evPoke})
-	alive := b.maxWait - time.Duration(at-h.stats.lastOK.Load())
+	// A silence the client keeps (Quiet) is not the host's: it counts
+	// from its end.
+	last := max(h.stats.lastOK.Load(), h.quiet.Load())
+	alive := b.maxWait - time.Duration(at-last)
 	if w.lane {
 		// A pause answer is a sign of life too: the host is talking,
 		// and the lane's own gap is a silence it chose.
-		last := max(h.stats.lastOK.Load(), h.pause.last.Load())
+		last = max(last, h.pause.last.Load())
 		alive = b.maxWait + h.lane.gap - time.Duration(at-last) + time.Duration(h.pause.stated.Load())
 	}
 	st := w.stand()
@@ -175,6 +179,29 @@ func (w *Waiter) stand() Stand {
 		}
 	}
 	return st
+}
+
+// Quiet records that the client holds its own requests to the host of k
+// for d from now: the quota book holds them until an advertised quota's
+// window turns (package retryhttp's quotaHold). Until then the host is
+// silent because the client is, and a parked retry does not take it for
+// a host that stopped answering (Check): in the lane, the retry released
+// before it may be the one held, and the answer it waits for comes after
+// the hold. A hold of one of the host's scopes quiets the whole host: its
+// other requests' answers, if any, count all the same. Only a host the
+// budget knows.
+func (b *Budget) Quiet(k hostmap.Key, d time.Duration) {
+	h, ok := b.hosts.Get(k)
+	if !ok || d <= 0 {
+		return
+	}
+	until := b.clock() + int64(d)
+	for {
+		old := h.quiet.Load()
+		if until <= old || h.quiet.CompareAndSwap(old, until) {
+			return
+		}
+	}
 }
 
 // Parked reports whether retries are parked on the host of k, or wait in
