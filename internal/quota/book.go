@@ -534,15 +534,44 @@ func (p *policy) room(now time.Time) int64 {
 	if p.starting() {
 		room = min(room, max(p.own, 1)-int64(p.inFlight))
 	}
-	if room < 1 && p.inFlight == 0 && p.fixed && c*probeShare >= float64(p.quota()) {
+	if p.fixed && p.since.IsZero() && c*endShare < float64(p.quota()) && p.others() {
+		// The end of a first window that others spend too: their sends
+		// in flight are not in the count yet, and each client that took
+		// the count for its own would overshoot it. One at a time.
+		room = min(room, 1-int64(p.inFlight))
+	}
+	if room < 1 && p.inFlight == 0 && p.fixed && (c*probeShare >= float64(p.quota()) || p.rest(c)) {
 		// A probe: a sixth of the window's quota or more is left, as the
-		// latest answer states it, which the share would leave unused if
+		// latest answer states it, or for a fleet's client the rest the
+		// others left, which the share would leave unused if
 		// the other clients no longer send (their batches ended). One at
 		// a time, whose answers show whether they do (count1) and what
 		// is left once the others' sends landed (measure).
 		return 1
 	}
 	return room
+}
+
+// rest reports whether p's client, of a fleet, takes the count c it last
+// heard to be what the others left of the window: stated once the turn's
+// bursts had landed (before, the others' sends were still landing), and
+// more than one, or one that the count fell to by the client's own send
+// alone (where others take the rest too, the last one goes to one of
+// them; each sending for it would meet a 429).
+func (p *policy) rest(c float64) bool {
+	return p.fleet() && !p.heardAt.Before(p.burstEnd()) && (c >= 2 || c >= 1 && p.alone > 0)
+}
+
+// endShare is the part of a window's quota (one over it) below which a
+// client that others' sends crowd keeps one send in flight, in the first
+// window it meets (before it measured its share).
+const endShare = 4
+
+// others reports whether p's answers showed other clients spending the
+// window: its first answer did (crowded), or the count fell further than
+// all its own sends could explain.
+func (p *policy) others() bool {
+	return p.crowded || p.base >= 0 && p.base-p.low > p.own+int64(p.inFlight)
 }
 
 // probeShare is the part of a window's quota (one over it) whose being
@@ -643,17 +672,26 @@ func (p *policy) hold(now time.Time, after *Hold) (time.Duration, waitFor) {
 		// by the counts once they have landed.
 		return min(p.burstEnd().Sub(now), p.resetAt.Sub(now)), forRoom
 	}
-	if p.inFlight > 0 && (p.starting() || p.share1() < 1 || p.solo() && after != nil && after.queued == p) && p.allowance(p.count(now)) > ahead {
+	if p.inFlight > 0 && (p.starting() || p.share1() < 1 || p.solo() && after != nil && after.queued == p) && (p.allowance(p.count(now)) > ahead || p.fleet()) {
 		// The client's own sends in flight hold the room its share of the
 		// count gives: their answers free part of it (the share of a
 		// count fallen by them is less by less than them), long before
-		// the turn. A round trip, doubled at each wait in a row up to
-		// maxAnswersWait (sends that hang do not make it poll).
+		// the turn; for a fleet's client, their answers may state what
+		// the others left (rest). A round trip; for a client alone,
+		// doubled at each wait in a row up to maxAnswersWait (sends that
+		// hang do not make it poll).
 		w := max(p.rtt, time.Millisecond)
 		if after != nil && after.why == forAnswers && p.solo() {
 			w = max(w, 2*after.Wait)
 		}
 		return min(w, maxAnswersWait, p.resetAt.Sub(now)), forAnswers
+	}
+	if p.rest(p.count(now)) || p.fleet() && p.room(now) >= 1 && (after == nil || after.why != forAnswers) {
+		// The room there is (the rest the others left, or a probe of
+		// it) goes to those ahead, one by one; their answers tell
+		// whether some is left. (Once for a probe's room: those ahead
+		// are sent at once, and answered in a round trip.)
+		return min(max(p.rtt, time.Millisecond), p.resetAt.Sub(now)), forAnswers
 	}
 	return p.resetAt.Sub(now), forTurn
 }

@@ -611,12 +611,14 @@ func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) s
 // (Contacts: its first send goes alone), starting 30 ms apart or 2 ms
 // apart (bench/storm's processes start 2-15 ms apart), meet the issue's
 // fleet bar on 429s (at most 5%) and, with 200 each, on time (the last
-// within 1.25x); with 50 each, not on time. The rows pin today's figures
-// with a margin (4x50: 1.0-3.4% refused, 1.34-1.69x; 4x200: 0.4-3.1%,
-// 1.03-1.08x). A 4x50 fleet's batch takes exactly four windows' quota: a
-// request left over by any window takes a fifth, and a bucket's clients
-// that started behind the others take a window or two to grow their
-// share. Without the gate, 26-30 of every row's 429s came in the first
+// within 1.25x); with 50 each, the fixed windows mostly on time. The rows
+// pin today's figures with a margin (4x50: windows 1.0-2.9% refused,
+// 1.01-1.45x, buckets 1.0-3.4%, 1.35-1.69x; 4x200: 0.2-4.6%, 1.00-1.09x).
+// A 4x50 fleet's batch takes exactly four windows' quota: a request left
+// over by any window takes a fifth (1.34-1.45x before the rest, what the
+// others leave of a window once its bursts landed, was taken:
+// TestBookFleetTakesTheRest), and a bucket's clients that started behind
+// the others take a window or two to grow their share. Without the gate, 26-30 of every row's 429s came in the first
 // window: a client that started after another had spent it sent its first
 // wave blind; without the crowded start (policy.starting), the 2 ms 4x200
 // window rows met 30-38 429s (21-22 with it): each client's first wave.
@@ -624,7 +626,7 @@ func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) s
 // up, x-ratelimit-floor truncates it) run fixed windows turning 0.3 s past
 // a second: one client meets the bars (p99 1.94 s, 1.11x; without
 // capTurn, 2.5 s and 1.14x: every turn waited for the second stated); the
-// floor dialect's fleets meet 3.0-5.3% (held to 7% here, not the issue's
+// floor dialect's fleets meet 3.3-5.7% (held to 7% here, not the issue's
 // 5%). Their buckets are not run: an epoch bucket's interactive p99 is
 // 3.6-3.7 s at some phases (not yet).
 func TestBookSimulatedBatches(t *testing.T) {
@@ -655,13 +657,13 @@ func TestBookSimulatedBatches(t *testing.T) {
 						r.refused, r.sent, 100*share, r.took, limit, slowdown, r.p99)
 					maxRefused, maxSlowdown := 0.02, 1.15
 					switch {
-					case fleet.clients > 1 && fleet.n == 50: // the 429s' bar; time not yet
+					case fleet.clients > 1 && fleet.n == 50: // the 429s' bar; time not yet in every row
 						maxRefused, maxSlowdown = 0.05, 1.75
 					case fleet.clients > 1: // the bars
 						maxRefused, maxSlowdown = 0.05, 1.25
 					}
 					if dialect == "x-ratelimit-floor" && fleet.clients > 1 {
-						maxRefused = 0.07 // not yet the issue's: 3.0-5.3% (its clients meet the turns stated early at different times)
+						maxRefused = 0.07 // not yet the issue's: 3.3-5.7% (its clients meet the turns stated early at different times)
 					}
 					assert.LessOrEqual(t, share, maxRefused)
 					assert.LessOrEqual(t, slowdown, maxSlowdown)
@@ -905,7 +907,7 @@ func TestBookFleetCountsTheOthersSends(t *testing.T) {
 			break
 		}
 	}
-	assert.Equal(t, 0, n, "1 stated: no room, whatever its reckoning")
+	assert.Equal(t, 0, n, "1 stated, fallen by the others' sends too: no room, whatever its reckoning")
 	p.remaining = 30
 	for n = 0; n < 20; n++ {
 		if _, h := b.Reserve(host, "", at, time.Minute, nil); h != nil {
@@ -913,6 +915,121 @@ func TestBookFleetCountsTheOthersSends(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 6, n, "30 stated, 26 by its reckoning: a quarter, 6")
+}
+
+// What the others leave of a window, a fleet client takes: once the
+// turn's bursts have landed, a count its answers state (the rest) goes one
+// send at a time, its other requests waiting for that send's answer, not
+// for the turn; the last one only if the count fell by its own send alone
+// (others that take the rest too would meet a 429 for it). A count stated
+// before the bursts landed says nothing of the rest: no send goes on it.
+func TestBookFleetTakesTheRest(t *testing.T) {
+	var b Book
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answerAt(&b, tk, 49, now)
+	turn := now.Add(2 * time.Second)
+	p := b.scopes[host].policies[0]
+	// Past its turn, a quarter of the quota, its share sent (12), the
+	// latest count (5) stated during the bursts.
+	p.roll(turn)
+	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
+	p.base, p.low, p.own, p.remaining, p.heardAt = 49, 5, 12, 5, turn.Add(5*time.Millisecond)
+	at := p.burstEnd().Add(time.Millisecond)
+	_, h := b.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, h, "5 stated before the bursts landed: no send on it")
+	assert.Equal(t, turn.Add(2*time.Second).Sub(at), h.Wait, "held to the turn")
+	b.Forget(h)
+
+	p.heardAt = p.burstEnd().Add(time.Millisecond) // now stated after them: the rest
+	first, h := b.Reserve(host, "", at, time.Minute, nil)
+	require.Nil(t, h, "the rest: one send")
+	_, held := b.Reserve(host, "", at, time.Minute, nil)
+	require.NotNil(t, held)
+	assert.Equal(t, time.Millisecond, held.Wait, "the next waits for its answer (a round trip), not for the turn")
+	answerAt(&b, first, 4, at.Add(time.Millisecond))
+	last, h := b.Reserve(host, "", at.Add(time.Millisecond), time.Minute, held)
+	require.Nil(t, h, "4 left: it goes")
+	answerAt(&b, last, 1, at.Add(2*time.Millisecond))
+	_, h = b.Reserve(host, "", at.Add(2*time.Millisecond), time.Minute, nil)
+	require.NotNil(t, h)
+	assert.Greater(t, h.Wait, time.Second, "the last one, the count fallen by others' sends too: left to them, held to the turn")
+
+	// Held during the bursts, two ask again as they land, the second
+	// first: the room goes to the first, and the second waits for its
+	// answer, not for the turn.
+	var f Book
+	tk, _ = f.Reserve(host, "", now, time.Minute, nil)
+	answerAt(&f, tk, 49, now)
+	p = f.scopes[host].policies[0]
+	p.roll(turn)
+	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
+	p.base, p.low, p.own, p.remaining, p.heardAt = 49, 5, 12, 5, turn.Add(5*time.Millisecond)
+	during := turn.Add(10 * time.Millisecond)
+	_, w1 := f.Reserve(host, "", during, time.Minute, nil)
+	_, w2 := f.Reserve(host, "", during, time.Minute, nil)
+	require.NotNil(t, w1)
+	require.NotNil(t, w2)
+	landed := p.burstEnd()
+	p.heardAt = landed // the rest stated once they landed
+	_, h = f.Reserve(host, "", landed, time.Minute, w2)
+	require.NotNil(t, h, "the first held goes first")
+	assert.Equal(t, time.Millisecond, h.Wait, "a round trip, not the turn")
+	_, h = f.Reserve(host, "", landed, time.Minute, w1)
+	assert.Nil(t, h, "the rest: the first held")
+
+	// On a count stated during the bursts (a probe's room), it waits a
+	// round trip once: a first held that does not go meanwhile leaves it
+	// to the turn, not asking at every round trip (a fleet's client that
+	// did sent its probe late in the window, and met the 429 whose reset,
+	// rounded up, moved its turns).
+	var g Book
+	tk, _ = g.Reserve(host, "", now, time.Minute, nil)
+	answerAt(&g, tk, 49, now)
+	p = g.scopes[host].policies[0]
+	p.roll(turn)
+	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
+	p.base, p.low, p.own, p.remaining, p.heardAt = 49, 9, 12, 9, turn.Add(5*time.Millisecond)
+	_, _ = g.Reserve(host, "", during, time.Minute, nil) // the first held, which does not ask again
+	_, w2 = g.Reserve(host, "", during, time.Minute, nil)
+	_, h = g.Reserve(host, "", landed, time.Minute, w2)
+	require.NotNil(t, h)
+	assert.Equal(t, time.Millisecond, h.Wait, "once")
+	_, h = g.Reserve(host, "", landed.Add(time.Millisecond), time.Minute, h)
+	require.NotNil(t, h)
+	assert.Greater(t, h.Wait, time.Second, "then the turn")
+}
+
+// In the first window a client meets, before it has measured its share,
+// one whose answers show others spending the window keeps one send in
+// flight once less than a quarter of the quota is left: the others' sends
+// in flight are not in the count yet, and a client that took the count
+// for its own would overshoot it (a burst of 429s at a fleet's first
+// window). A client alone keeps its exact accounting
+// (TestBookInFlightCounts).
+func TestBookFirstWindowEndOneAtATime(t *testing.T) {
+	for _, crowded := range []bool{false, true} {
+		var b Book
+		first := 49
+		if crowded {
+			first = 40 // others sent before its first send landed
+		}
+		for r := first; r >= 10; r-- { // down to 10 left of 50: a fifth
+			tk, h := b.Reserve(host, "", now, time.Minute, nil)
+			require.Nil(t, h)
+			answerAt(&b, tk, r, now)
+		}
+		n := 0
+		for ; n < 20; n++ {
+			if _, h := b.Reserve(host, "", now, time.Minute, nil); h != nil {
+				break
+			}
+		}
+		if crowded {
+			assert.Equal(t, 1, n, "others seen: one send at a time")
+		} else {
+			assert.Greater(t, n, 1, "alone: the count is its own")
+		}
+	}
 }
 
 // At a window's turn, a fleet client's share is measured on what the
