@@ -174,15 +174,7 @@ func TestQuotaProbeWakesTheHeld(t *testing.T) {
 	const held = 3
 	done := make(chan int, held)
 	for range held {
-		go func() {
-			res, err := c.Get(srv.URL)
-			if err != nil {
-				done <- 0
-				return
-			}
-			res.Body.Close()
-			done <- res.StatusCode
-		}()
+		go getInto(c, srv.URL, done)
 	}
 	require.Eventually(t, func() bool { return clock.Timers() == held }, 5*time.Second, time.Millisecond, "held for the turn")
 	clock.Advance(10 * time.Second) // the turn; the time moves no more
@@ -198,6 +190,18 @@ func TestQuotaProbeWakesTheHeld(t *testing.T) {
 	assert.Equal(t, 3+held, served)
 	assert.Zero(t, denied)
 	t.Logf("holds for the first answer: %d", probeWaits)
+}
+
+// getInto sends a GET to url with c, and sends its status code to done (0
+// for an error).
+func getInto(c *http.Client, url string, done chan<- int) {
+	res, err := c.Get(url)
+	if err != nil {
+		done <- 0
+		return
+	}
+	res.Body.Close()
+	done <- res.StatusCode
 }
 
 // Without pacing, or with a caller's scope the responses do not share, the
@@ -377,15 +381,7 @@ func TestQuotaHoldIsNoSilence(t *testing.T) {
 	clock.Advance(window - 500*time.Millisecond)
 	done := make(chan int, 2)
 	for range 2 {
-		go func() {
-			res, err := c.Get(srv.URL)
-			if err != nil {
-				done <- 0
-				return
-			}
-			res.Body.Close()
-			done <- res.StatusCode
-		}()
+		go getInto(c, srv.URL, done)
 	}
 	// One retry held for the turn, one waiting in the lane.
 	require.Eventually(t, func() bool { return clock.Timers() == 2 }, 5*time.Second, time.Millisecond)

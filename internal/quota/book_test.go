@@ -877,6 +877,19 @@ func answerAt(b *Book, tk Ticket, r int, at time.Time) {
 	b.Done(tk, Read(h, at, IETF, 0, false), false, at)
 }
 
+// fleetPastTurn returns the policy of b for a client of a fleet past the
+// turn of its window: a quarter of a quota of 50, its 12 sends answered,
+// the latest count stated left, at heard.
+func fleetPastTurn(b *Book, turn time.Time, left int64, heard time.Time) *policy {
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answerAt(b, tk, 49, now)
+	p := b.scopes[host].policies[0]
+	p.roll(turn)
+	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
+	p.base, p.low, p.own, p.remaining, p.heardAt = 49, left, 12, left, heard
+	return p
+}
+
 // A client of a fleet takes the count its answers state to be no more
 // than the window's quota less its own sends over its share: the others'
 // sends land between its answers, and a count stated before they landed
@@ -884,16 +897,11 @@ func answerAt(b *Book, tk Ticket, r int, at time.Time) {
 // read the count (a probe), while a sixth of the quota or more is stated.
 func TestBookFleetCountsTheOthersSends(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
-	answerAt(&b, tk, 49, now)
 	turn := now.Add(2 * time.Second)
-	p := b.scopes[host].policies[0]
 	// Past its turn's burst: a quarter of the quota, 12 of its own sends
 	// answered in this window, the latest count stated 9 (before the
 	// others' bursts landed).
-	p.roll(turn)
-	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
-	p.base, p.low, p.own, p.remaining = 49, 9, 12, 9
+	p := fleetPastTurn(&b, turn, 9, now)
 	at := turn.Add(time.Second)
 	probe, h := b.Reserve(host, "", at, time.Minute, nil)
 	require.Nil(t, h, "a probe: 9 stated (a sixth of 50 or more), none of its sends out")
@@ -925,15 +933,10 @@ func TestBookFleetCountsTheOthersSends(t *testing.T) {
 // before the bursts landed says nothing of the rest: no send goes on it.
 func TestBookFleetTakesTheRest(t *testing.T) {
 	var b Book
-	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
-	answerAt(&b, tk, 49, now)
 	turn := now.Add(2 * time.Second)
-	p := b.scopes[host].policies[0]
 	// Past its turn, a quarter of the quota, its share sent (12), the
 	// latest count (5) stated during the bursts.
-	p.roll(turn)
-	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
-	p.base, p.low, p.own, p.remaining, p.heardAt = 49, 5, 12, 5, turn.Add(5*time.Millisecond)
+	p := fleetPastTurn(&b, turn, 5, turn.Add(5*time.Millisecond))
 	at := p.burstEnd().Add(time.Millisecond)
 	_, h := b.Reserve(host, "", at, time.Minute, nil)
 	require.NotNil(t, h, "5 stated before the bursts landed: no send on it")
@@ -958,12 +961,7 @@ func TestBookFleetTakesTheRest(t *testing.T) {
 	// first: the room goes to the first, and the second waits for its
 	// answer, not for the turn.
 	var f Book
-	tk, _ = f.Reserve(host, "", now, time.Minute, nil)
-	answerAt(&f, tk, 49, now)
-	p = f.scopes[host].policies[0]
-	p.roll(turn)
-	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
-	p.base, p.low, p.own, p.remaining, p.heardAt = 49, 5, 12, 5, turn.Add(5*time.Millisecond)
+	p = fleetPastTurn(&f, turn, 5, turn.Add(5*time.Millisecond))
 	during := turn.Add(10 * time.Millisecond)
 	_, w1 := f.Reserve(host, "", during, time.Minute, nil)
 	_, w2 := f.Reserve(host, "", during, time.Minute, nil)
@@ -983,12 +981,7 @@ func TestBookFleetTakesTheRest(t *testing.T) {
 	// did sent its probe late in the window, and met the 429 whose reset,
 	// rounded up, moved its turns).
 	var g Book
-	tk, _ = g.Reserve(host, "", now, time.Minute, nil)
-	answerAt(&g, tk, 49, now)
-	p = g.scopes[host].policies[0]
-	p.roll(turn)
-	p.unconfirmed, p.share, p.rtt = false, 0.25, time.Millisecond
-	p.base, p.low, p.own, p.remaining, p.heardAt = 49, 9, 12, 9, turn.Add(5*time.Millisecond)
+	fleetPastTurn(&g, turn, 9, turn.Add(5*time.Millisecond))
 	_, _ = g.Reserve(host, "", during, time.Minute, nil) // the first held, which does not ask again
 	_, w2 = g.Reserve(host, "", during, time.Minute, nil)
 	_, h = g.Reserve(host, "", landed, time.Minute, w2)
