@@ -300,8 +300,11 @@ func (t *Transport) quotaDone(req *http.Request, q *quotaSend, res *http.Respons
 // quotaTurnCap returns the wait d of the retry of req, the attempt of q
 // answered res, no longer than until the turn of the spent window its
 // 429 met: the turn its quota fields state, or the process's quota
-// book's when it found that one sooner (a reset in whole seconds, rounded
-// up) or knows it later (a server that rounds down). The book holds the
+// book's when it knows one: the earliest its answers stated, sooner (by
+// less than a second: a reset in whole seconds is rounded up, a 429 late
+// in its window states a turn up to a second late, and a fleet's clients
+// have spent the new window by then), or later (a server that rounds
+// down). The book holds the
 // retry until then (quotaHold), in the order the window's waiters came,
 // and a wait past the turn (DefaultDelayFn's: the server's reset jittered
 // by a third) finds the new window spent by those sent at the turn. A
@@ -314,7 +317,10 @@ func (t *Transport) quotaTurnCap(req *http.Request, q *quotaSend, res *http.Resp
 	}
 	limit, _ := t.pauseOf(res) // the turn stated, if any
 	turn, found, ok := processQuotas.TurnIn(quotaKey(req, q.name), routeOf(req), t.clock().Now())
-	if ok && (found || turn > limit) {
+	if ok && (found || turn > limit || turn > 0 && turn > limit-time.Second) {
+		// (Sooner by less than the second a whole-second reset rounds
+		// up: a book that keeps fewer policies than a 429 states may
+		// know only a shorter one's turn.)
 		limit = turn
 	}
 	if limit <= 0 {

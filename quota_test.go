@@ -406,3 +406,61 @@ func TestQuotaHoldIsNoSilence(t *testing.T) {
 	assert.Equal(t, 2, denied)
 	assert.Equal(t, 5, n)
 }
+
+// A 429 late in its window states a turn in whole seconds, rounded up: up
+// to a second after the turn. The book's earliest stated turn of the
+// window (an answer that came as it began) is closer: the retry waits for
+// that one, not for the 429's, where a fleet's others would have spent the
+// new window. Here a window of 10 s turns at 10 s: an answer at 0.1 s
+// states 10 s left (the turn at 10.1 s), a 429 at 5.5 s states 5 (10.5 s).
+func TestQuotaRetryAtTheEarliestTurn(t *testing.T) {
+	clock := retryhttptest.NewClock(time.Now())
+	start := clock.Now()
+	const window = 10 * time.Second
+	var mu sync.Mutex
+	used, index := 0, int64(0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		at := clock.Now().Sub(start)
+		if i := int64(at / window); i != index {
+			index, used = i, 0
+		}
+		left := window - at%window
+		if at >= window/2 && at < window {
+			used = 4 // the others spent the window
+		}
+		ok := used < 4
+		if ok {
+			used++
+		}
+		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, 4-used, int((left+time.Second-1)/time.Second)))
+		w.Header().Set("RateLimit-Policy", `"default";q=4;w=10`)
+		if !ok {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(retryhttp.ForgetQuotas)
+	var delays []time.Duration
+	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithHooks(retryhttp.Hooks{
+		OnRetryDecision: func(d retryhttp.Decision) {
+			if d.Retry {
+				mu.Lock()
+				delays = append(delays, d.Delay)
+				mu.Unlock()
+			}
+		},
+	}))}
+	clock.Advance(100 * time.Millisecond)
+	for range 3 { // 0.1 s: the turn at 10.1 s, a fixed window
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	}
+	clock.Advance(5400 * time.Millisecond)
+	assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL)) // 5.5 s: a 429, retried at the turn
+	assert.GreaterOrEqual(t, clock.Now().Sub(start), window, "not before the turn")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, delays, 1)
+	assert.InDelta(t, 4600*time.Millisecond, delays[0], float64(10*time.Millisecond), "the book's turn (10.1 s), not the 429's (10.5 s)")
+}
