@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -283,6 +284,24 @@ func TestQuotaRetryAtTheTurn(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	start := clock.Now()
 	const window = 10 * time.Second
+	srv := othersSpendServer(t, clock, 2, window, func(at time.Duration) bool { return at%window >= window/2 })
+	c, delays := delaysClient(t, clock)
+	for k := range 8 {
+		clock.Advance(start.Add(time.Duration(k)*window + 6*time.Second).Sub(clock.Now()))
+		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
+	}
+	require.NotEmpty(t, delays(), "the 429s were retried")
+	for i, d := range delays() {
+		assert.LessOrEqual(t, d, 4*time.Second, "retry %d: at the turn stated", i+1)
+	}
+}
+
+// othersSpendServer is a loopback server of a fixed window of q requests
+// per window on clock's time, from now, stated in draft-11's fields, whose
+// windows other clients spend when spent says so of the time since it
+// began; over the quota it answers 429 with the same fields.
+func othersSpendServer(t *testing.T, clock *retryhttptest.Clock, q int, window time.Duration, spent func(time.Duration) bool) *httptest.Server {
+	start := clock.Now()
 	var mu sync.Mutex
 	used, index := 0, int64(0)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -292,22 +311,29 @@ func TestQuotaRetryAtTheTurn(t *testing.T) {
 		if i := int64(at / window); i != index {
 			index, used = i, 0
 		}
-		if at%window >= window/2 {
-			used = 2 // the other client's burst
+		if spent(at) {
+			used = q
 		}
-		ok := used < 2
+		ok := used < q
 		if ok {
 			used++
 		}
 		left := time.Duration(index+1)*window - at
-		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, 2-used, int((left+time.Second-1)/time.Second)))
-		w.Header().Set("RateLimit-Policy", `"default";q=2;w=10`)
+		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, q-used, int((left+time.Second-1)/time.Second)))
+		w.Header().Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, q, int(window/time.Second)))
 		if !ok {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(retryhttp.ForgetQuotas)
+	return srv
+}
+
+// delaysClient returns a client on clock, and a function that returns the
+// delays of the retries its transport decided so far.
+func delaysClient(t *testing.T, clock *retryhttptest.Clock) (*http.Client, func() []time.Duration) {
+	var mu sync.Mutex
 	var delays []time.Duration
 	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithHooks(retryhttp.Hooks{
 		OnRetryDecision: func(d retryhttp.Decision) {
@@ -318,15 +344,10 @@ func TestQuotaRetryAtTheTurn(t *testing.T) {
 			}
 		},
 	}))}
-	for k := range 8 {
-		clock.Advance(start.Add(time.Duration(k)*window + 6*time.Second).Sub(clock.Now()))
-		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.NotEmpty(t, delays, "the 429s were retried")
-	for i, d := range delays {
-		assert.LessOrEqual(t, d, 4*time.Second, "retry %d: at the turn stated", i+1)
+	return c, func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(delays)
 	}
 }
 
@@ -417,41 +438,8 @@ func TestQuotaRetryAtTheEarliestTurn(t *testing.T) {
 	clock := retryhttptest.NewClock(time.Now())
 	start := clock.Now()
 	const window = 10 * time.Second
-	var mu sync.Mutex
-	used, index := 0, int64(0)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		at := clock.Now().Sub(start)
-		if i := int64(at / window); i != index {
-			index, used = i, 0
-		}
-		left := window - at%window
-		if at >= window/2 && at < window {
-			used = 4 // the others spent the window
-		}
-		ok := used < 4
-		if ok {
-			used++
-		}
-		w.Header().Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, 4-used, int((left+time.Second-1)/time.Second)))
-		w.Header().Set("RateLimit-Policy", `"default";q=4;w=10`)
-		if !ok {
-			w.WriteHeader(http.StatusTooManyRequests)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(retryhttp.ForgetQuotas)
-	var delays []time.Duration
-	c := &http.Client{Transport: testkit.NewTransport(t, retryhttp.WithClock(clock), retryhttp.WithHooks(retryhttp.Hooks{
-		OnRetryDecision: func(d retryhttp.Decision) {
-			if d.Retry {
-				mu.Lock()
-				delays = append(delays, d.Delay)
-				mu.Unlock()
-			}
-		},
-	}))}
+	srv := othersSpendServer(t, clock, 4, window, func(at time.Duration) bool { return at >= window/2 && at < window })
+	c, delays := delaysClient(t, clock)
 	clock.Advance(100 * time.Millisecond)
 	for range 3 { // 0.1 s: the turn at 10.1 s, a fixed window
 		assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL))
@@ -459,8 +447,6 @@ func TestQuotaRetryAtTheEarliestTurn(t *testing.T) {
 	clock.Advance(5400 * time.Millisecond)
 	assert.Equal(t, http.StatusOK, testkit.Get(t, c, srv.URL)) // 5.5 s: a 429, retried at the turn
 	assert.GreaterOrEqual(t, clock.Now().Sub(start), window, "not before the turn")
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, delays, 1)
-	assert.InDelta(t, 4600*time.Millisecond, delays[0], float64(10*time.Millisecond), "the book's turn (10.1 s), not the 429's (10.5 s)")
+	require.Len(t, delays(), 1)
+	assert.InDelta(t, 4600*time.Millisecond, delays()[0], float64(10*time.Millisecond), "the book's turn (10.1 s), not the 429's (10.5 s)")
 }
