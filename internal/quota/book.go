@@ -31,7 +31,11 @@ import (
 // than their own sends explain, and each estimates its share as the ratio
 // of the two (a client refused at its first send starts at the least;
 // one whose first answer shows others spending the window sends no more
-// at once than it has had answers until its share is measured). At a
+// at once than it has had answers until its share is measured). It reads
+// the others in the order of its sends: of its own, an answer's count can
+// have counted only those sent before it; a count fallen further shows
+// others, and, until its share is measured, the client takes its part of
+// the count's fall so far. At a
 // fixed window's turn, a client of such a fleet sends its share of the
 // quota and waits for the bursts to land before it reads the counts
 // again, and takes the count to be no more than the quota less its own
@@ -84,6 +88,7 @@ const shareAlone = 0.9
 type scope struct {
 	policies []*policy
 	used     time.Time // the latest Reserve or Done
+	sends    uint64    // the sends Reserve let go: the latest's Ticket.ord
 }
 
 // policy is the state of one quota of a scope.
@@ -136,6 +141,18 @@ type policy struct {
 	own    int64     // the measure's answers that the server let through
 	prevR  int64     // the count the previous answer stated; -1: none
 	alone  int       // answers in a row whose count fell by their own send alone
+
+	// The measure's answers against the order of their sends (Ticket.ord):
+	// the client's sends that the server can have counted between two
+	// answers are those that went between their sends (a later send is
+	// counted later) and those in flight at the first; the count's fall
+	// beyond them is other clients' sends.
+	ordSet bool    // the first answer of the measure was read: ordOf, ordR and ordOut are its
+	ordOf  uint64  // its send's ord
+	ordR   int64   // the count it stated
+	ordOut int64   // the client's sends in flight then that went before it (counted after it, maybe)
+	seen   int64   // the most sends of other clients an answer of the measure showed
+	shown  float64 // the client's part of the count's fall that its latest answer showed; 0: none yet
 }
 
 // waiter is a request held for a policy's turn (or for the answer that
@@ -162,6 +179,7 @@ type Ticket struct {
 	sc     *scope
 	mask   uint32 // the policies of sc whose in-flight count it holds
 	probes uint32 // the policies of sc whose turn it asks about (turnProbeWait)
+	ord    uint64 // the send's number among sc's (1, 2, ...); 0: sent while the book was idle
 }
 
 // Hold says why a request was not let go: the policy whose window it
@@ -238,6 +256,8 @@ func (b *Book) Reserve(k Key, route string, now time.Time, bound time.Duration, 
 		}
 		return Ticket{}, h
 	}
+	sc.sends++
+	t.ord = sc.sends
 	for i, p := range sc.policies {
 		if p.applies(route) {
 			p.leave(after)
@@ -288,7 +308,7 @@ func (b *Book) Done(t Ticket, obs []Observation, throttled bool, now time.Time) 
 	sc.used = now
 	for _, o := range obs {
 		if p := sc.policy(o); p != nil {
-			p.observe(o, t, now, throttled)
+			p.observe(o, t, sc.sends, now, throttled)
 		}
 	}
 	for _, p := range sc.policies {
@@ -531,10 +551,16 @@ func (p *policy) room(now time.Time) int64 {
 		return min(budget-p.own, int64(c)) - int64(p.inFlight)
 	}
 	room := p.allowance(p.fleetCount(c)) - int64(p.inFlight)
+	if p.since.IsZero() && p.shown > 0 && p.shown < p.share1() && p.others() {
+		// The first window, others spending it too, the share not yet
+		// measured: the client's part of the count's fall so far, of
+		// what is left (as if alone, each client would send the whole).
+		room = int64(p.shown*c+1e-9) - int64(p.inFlight)
+	}
 	if p.starting() {
 		room = min(room, max(p.own, 1)-int64(p.inFlight))
 	}
-	if p.fixed && p.since.IsZero() && c*endShare < float64(p.quota()) && p.others() {
+	if !p.bucket() && p.since.IsZero() && c*endShare < float64(p.quota()) && p.others() {
 		// The end of a first window that others spend too: their sends
 		// in flight are not in the count yet, and each client that took
 		// the count for its own would overshoot it. One at a time.
@@ -571,7 +597,7 @@ const endShare = 4
 // window: its first answer did (crowded), or the count fell further than
 // all its own sends could explain.
 func (p *policy) others() bool {
-	return p.crowded || p.base >= 0 && p.base-p.low > p.own+int64(p.inFlight)
+	return p.crowded || p.seen > 0 || p.base >= 0 && p.base-p.low > p.own+int64(p.inFlight)
 }
 
 // probeShare is the part of a window's quota (one over it) whose being
@@ -942,8 +968,9 @@ func (b *Book) Forget(h *Hold) {
 	h.queued.leave(h)
 }
 
-// observe records o, stated by the answer to t at now.
-func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool) {
+// observe records o, stated by the answer to t at now; sends is the
+// latest Ticket.ord of t's scope.
+func (p *policy) observe(o Observation, t Ticket, sends uint64, now time.Time, throttled bool) {
 	if p.routed && !p.applies(t.route) && len(p.routes) < maxRoutes {
 		p.routes = append(p.routes, t.route)
 	}
@@ -992,7 +1019,7 @@ func (p *policy) observe(o Observation, t Ticket, now time.Time, throttled bool)
 		// window's, which the share was measured on at the turn.
 		p.refused = false
 	} else {
-		p.count1(o.Remaining, now, throttled)
+		p.count1(o.Remaining, t.ord, sends, now, throttled)
 	}
 	newer := !t.sentAt.Before(p.sentAt) // the send went after the one that stated the count kept
 	if p.bucket() {
@@ -1151,8 +1178,35 @@ func (p *policy) learnShape(o Observation) {
 	}
 }
 
+// countOthers counts, in the measure, the sends of other clients that the
+// answer to the send ord (sends: the latest ord of its scope), stating r,
+// shows: the count's fall since the measure's first answer beyond the
+// client's own sends that the server can have counted meanwhile.
+func (p *policy) countOthers(r int64, ord, sends uint64, throttled bool) {
+	switch {
+	case !p.ordSet:
+		// The first answer of the measure (its send's ord 0 only if it
+		// is the first answer the book read: a send made while the book
+		// was idle goes alone, Contacts).
+		if ord == 0 && p.prevR >= 0 {
+			return
+		}
+		out := int64(p.inFlight)
+		if !p.routed && sends >= ord {
+			out = max(out-int64(sends-ord), 0) // those that went after it are counted after it
+		}
+		p.ordSet, p.ordOf, p.ordR, p.ordOut = true, ord, r, out
+	case ord > p.ordOf:
+		mine := int64(ord-p.ordOf) + p.ordOut // its own sends the server can have counted since
+		p.seen = max(p.seen, p.ordR-r-mine)
+		if fall := p.ordR - r + 1; fall > 0 && !throttled {
+			p.shown = min(float64(mine+1)/float64(fall), 1)
+		}
+	}
+}
+
 // count1 counts an answer stating r at now in the measure of the share.
-func (p *policy) count1(r int64, now time.Time, throttled bool) {
+func (p *policy) count1(r int64, ord, sends uint64, now time.Time, throttled bool) {
 	if p.bucket() && p.base >= 0 && now.Sub(p.baseAt) >= p.windowLen() {
 		p.measure(p.rate() * now.Sub(p.baseAt).Seconds())
 		p.base, p.own = -1, 0
@@ -1162,7 +1216,9 @@ func (p *policy) count1(r int64, now time.Time, throttled bool) {
 	}
 	if p.base < 0 {
 		p.base, p.baseAt, p.low = r, now, r
+		p.ordSet, p.seen, p.shown = false, 0, 0
 	}
+	p.countOthers(r, ord, sends, throttled)
 	p.low = min(p.low, r)
 	// Probing upward, in a fixed window (a bucket's count rises between
 	// answers): answers in a row whose count fell by no more than

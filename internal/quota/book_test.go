@@ -508,8 +508,19 @@ type simResult struct {
 // clients start apart apart), and an interactive caller beside the first
 // client's batch.
 func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) simResult {
+	starts := make([]time.Duration, clients)
+	for c := range starts {
+		starts[c] = time.Duration(c) * apart
+	}
+	return simulateFrom(s, workers, n, lat, starts, 1)
+}
+
+// simulateFrom is simulate with the clients starting at starts, the
+// latencies drawn from seed.
+func simulateFrom(s *simServer, workers, n int, lat time.Duration, starts []time.Duration, seed uint64) simResult {
+	clients := len(starts)
 	s.count, s.tokens = map[int64]int{}, float64(s.quota)
-	rnd := rand.New(rand.NewPCG(1, 2))
+	rnd := rand.New(rand.NewPCG(seed, 2))
 	books := make([]Book, clients)
 	started := make([]int, clients)
 	done := make([]int, clients)
@@ -524,7 +535,7 @@ func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) s
 	q := &simQueue{}
 	for c := 0; c < clients; c++ {
 		for w := 0; w < workers; w++ {
-			heap.Push(q, simEvent{at: time.Duration(c)*apart + time.Duration(w)*time.Microsecond, client: c, worker: w})
+			heap.Push(q, simEvent{at: starts[c] + time.Duration(w)*time.Microsecond, client: c, worker: w})
 			started[c]++
 		}
 	}
@@ -612,8 +623,11 @@ func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) s
 // apart (bench/storm's processes start 2-15 ms apart), meet the issue's
 // fleet bar on 429s (at most 5%) and, with 200 each, on time (the last
 // within 1.25x); with 50 each, the fixed windows mostly on time. The rows
-// pin today's figures with a margin (4x50: windows 1.0-2.9% refused,
-// 1.01-1.45x, buckets 1.0-3.4%, 1.35-1.69x; 4x200: 0.2-4.6%, 1.00-1.09x).
+// pin today's figures with a margin (4x50: windows 1.0-2.4% refused,
+// 1.01-1.45x, buckets 1.0-1.5%, 1.35-1.69x; 4x200: 0.2-4.1%, 1.01-1.09x;
+// before the client read the others in the order of its sends,
+// TestBookFirstWindowOthersBySendOrder: windows up to 2.9%, buckets up to
+// 3.4%, 4x200 up to 4.5%).
 // A 4x50 fleet's batch takes exactly four windows' quota: a request left
 // over by any window takes a fifth (1.34-1.45x before the rest, what the
 // others leave of a window once its bursts landed, was taken:
@@ -627,7 +641,7 @@ func simulate(s *simServer, clients, workers, n int, lat, apart time.Duration) s
 // a second: one client meets the bars (p99 1.94 s, 1.11x; without
 // capTurn, 2.5 s and 1.14x: every turn waited for the second stated); the
 // floor dialect's fleets meet 3.3-5.7% (held to 7% here, not the issue's
-// 5%). Their buckets are not run: an epoch bucket's interactive p99 is
+// 5%; 1.45x in a 4x50 row). Their buckets are not run: an epoch bucket's interactive p99 is
 // 3.6-3.7 s at some phases (not yet).
 func TestBookSimulatedBatches(t *testing.T) {
 	for _, dialect := range []string{"draft-11", "draft-07", "llm", "x-ratelimit", "x-ratelimit-floor"} {
@@ -998,8 +1012,22 @@ func TestBookFleetTakesTheRest(t *testing.T) {
 // in flight are not in the count yet, and a client that took the count
 // for its own would overshoot it (a burst of 429s at a fleet's first
 // window). A client alone keeps its exact accounting
-// (TestBookInFlightCounts).
+// (TestBookInFlightCounts). So does one whose answers have not yet shown
+// whether the window is fixed or a bucket (a client that came late to a
+// window others spent sees no count near the quota).
 func TestBookFirstWindowEndOneAtATime(t *testing.T) {
+	var late Book
+	for _, r := range []int{20, 12} { // others spent 29 before its first send landed, then 7 more
+		tk, h := late.Reserve(host, "", now, time.Minute, nil)
+		require.Nil(t, h)
+		answerAt(&late, tk, r, now)
+	}
+	require.False(t, late.scopes[host].policies[0].fixed, "12 left with 2 s to go: a bucket's count too")
+	_, h := late.Reserve(host, "", now, time.Minute, nil)
+	require.Nil(t, h)
+	_, h = late.Reserve(host, "", now, time.Minute, nil)
+	assert.NotNil(t, h, "12 left of 50, others seen: one send at a time (its part of the fall, 2 of 9, would be 2)")
+
 	for _, crowded := range []bool{false, true} {
 		var b Book
 		first := 49
@@ -1023,6 +1051,47 @@ func TestBookFirstWindowEndOneAtATime(t *testing.T) {
 			assert.Greater(t, n, 1, "alone: the count is its own")
 		}
 	}
+}
+
+// A client whose first answer showed no one else (the first of a fleet to
+// send) reads the others in the order of its sends: an answer states the
+// count after the sends the server counted before it, which are, of the
+// client's own, those that went before it (a later send is counted
+// later); a count fallen further shows other clients' sends, though the
+// client's own sends in flight would explain it. Until its share is
+// measured it then takes, of what is left, its part of the count's fall:
+// a client that took the whole for its own would overshoot it with the
+// others (bench/storm's fleets met most of their 429s in the first
+// window).
+func TestBookFirstWindowOthersBySendOrder(t *testing.T) {
+	var b Book
+	first, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answerAt(&b, first, 49, now) // its first send, alone (Contacts): no one else seen
+	p := b.scopes[host].policies[0]
+	require.False(t, p.others())
+	var sends []Ticket
+	for range 9 { // its workers, at once
+		tk, h := b.Reserve(host, "", now, time.Minute, nil)
+		require.Nil(t, h)
+		sends = append(sends, tk)
+	}
+	answerAt(&b, sends[0], 48, now) // its own send: 49 - 1
+	assert.False(t, p.others())
+	answerAt(&b, sends[1], 44, now) // 3 more than its own two
+	answerAt(&b, sends[2], 43, now)
+	assert.Equal(t, int64(3), p.seen)
+	require.LessOrEqual(t, p.base-p.low, p.own+int64(p.inFlight), "its sends in flight would explain the fall")
+	assert.True(t, p.others(), "but not the sends that went after the answered ones")
+
+	n := 0
+	for ; n < 50; n++ {
+		if _, h := b.Reserve(host, "", now, time.Minute, nil); h != nil {
+			break
+		}
+	}
+	// Its part of the fall: 4 of the 7 sends counted since its first
+	// answer (its first included), of the 43 left, less its 6 in flight.
+	assert.Equal(t, 24-6, n) // 4/7 x 43 = 24.6
 }
 
 // At a window's turn, a fleet client's share is measured on what the
@@ -1183,4 +1252,46 @@ func TestBookEpochCapGivesUp(t *testing.T) {
 	p.opened, p.resetAt = now, now.Add(5*time.Second)
 	p.capTurn()
 	assert.Equal(t, now.Add(5*time.Second), p.resetAt, "no longer brought forward")
+}
+
+// Four processes that share a quota and start within a few milliseconds
+// of each other on loopback (bench/storm's fleets: round trips under a
+// millisecond, the first window spent within a few), 50 requests each
+// from 10 workers against 50 per 2 s, over 20 seeds: the first window's
+// 429s (each client's first answers show the others only once their sends
+// land) and the fleet bars, seed by seed. Today: 38 first-window
+// 429s in all, at most 3.8% a seed, both bars met in 17 of 20 (the others
+// 1.34-1.35x: a window's last unit left); 120, up to 6.1% and 13 of 20
+// before the client read the others in the order of its sends
+// (TestBookFirstWindowOthersBySendOrder).
+func TestBookSimulatedFleetsStartingTogether(t *testing.T) {
+	const seeds = 20
+	first, met := 0, 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		rnd := rand.New(rand.NewPCG(seed, 3))
+		starts := make([]time.Duration, 4)
+		for c := range starts {
+			starts[c] = 5*time.Millisecond + time.Duration(rnd.Int64N(int64(5*time.Millisecond)))
+		}
+		s := &simServer{quota: 50, window: 2 * time.Second, dialect: "draft-11"}
+		r := simulateFrom(s, 10, 50, 200*time.Microsecond, starts, seed)
+		served := r.sent - r.refused
+		limit := time.Duration(float64(served-s.quota) / 25 * float64(time.Second))
+		share, slowdown := float64(r.refused)/float64(r.sent), r.took.Seconds()/limit.Seconds()
+		w0 := 0
+		for _, d := range s.denied {
+			if d < s.window {
+				w0++
+			}
+		}
+		first += w0
+		if share <= 0.05 && slowdown <= 1.25 {
+			met++
+		}
+		t.Logf("seed %2d: %d of %d refused (%.1f%%, %d in the first window), %.2fx", seed, r.refused, r.sent, 100*share, w0, slowdown)
+		assert.LessOrEqual(t, share, 0.05, "seed %d", seed)
+	}
+	t.Logf("first windows: %d 429s in %d runs; both bars met in %d", first, seeds, met)
+	assert.LessOrEqual(t, first, 60)
+	assert.GreaterOrEqual(t, met, 15)
 }
