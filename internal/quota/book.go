@@ -131,6 +131,7 @@ type policy struct {
 	notBefore   time.Time     // a send that went then was refused the turn: the window turns later
 	reach       time.Duration // the longest reset stated (answerProbe does not lengthen it, as it does span)
 	capped      bool          // resetAt is capTurn's, before the turn stated
+	statedTurn  time.Time     // the earliest turn the current window's answers stated; zero: none yet
 	capMissed   int           // sends at capTurn's turns that were refused
 	minWhole    time.Duration // the least window capTurn takes, after such a refusal
 
@@ -388,6 +389,7 @@ func (p *policy) roll(now time.Time) {
 	p.since = p.resetAt
 	p.openedPrev, p.opened = p.opened, time.Time{} // (capped: the turn reckoned from one capTurn brought is its too)
 	p.remaining, p.statedAt, p.sentAt = p.quota(), p.resetAt, p.resetAt
+	p.statedTurn = time.Time{}
 	p.unconfirmed = !p.bucket()
 	p.endProbe()
 	p.base, p.own = -1, 0
@@ -1037,7 +1039,7 @@ func (p *policy) observe(o Observation, t Ticket, sends uint64, now time.Time, t
 		// early. (An answer to an earlier send, come late, states the
 		// count before the sends answered since.)
 		p.remaining, p.statedAt, p.sentAt, p.resetAt = o.Remaining, now, t.sentAt, resetAt
-		p.opened, p.capped = time.Time{}, false
+		p.opened, p.capped, p.statedTurn = time.Time{}, false, resetAt
 		if !t.sentAt.Before(p.since) {
 			p.opened = t.sentAt
 		}
@@ -1049,13 +1051,20 @@ func (p *policy) observe(o Observation, t Ticket, sends uint64, now time.Time, t
 	if o.Remaining < p.remaining {
 		p.remaining, p.statedAt, p.sentAt = o.Remaining, now, t.sentAt
 	}
+	if !resetAt.IsZero() && (p.statedTurn.IsZero() || resetAt.Before(p.statedTurn)) {
+		p.statedTurn = resetAt
+	}
 	switch {
 	case resetAt.IsZero():
 	case p.capped && p.inFleet():
 		// Its turns were brought by capTurn while it took itself to be
 		// alone: a client of a fleet turns at the turn stated, with the
-		// others (capTurn).
-		p.resetAt, p.capped = resetAt, false
+		// others (capTurn): the earliest the window's answers stated (a
+		// 429 late in the window states a turn up to a second late, and
+		// a client that took it sent each window's first requests that
+		// late, into windows the others had spent: bench/storm's 4 x 200
+		// lost a request to four 429s).
+		p.resetAt, p.capped = p.statedTurn, false
 	case resetAt.Before(p.resetAt):
 		p.resetAt, p.capped = resetAt, false
 	}

@@ -1295,3 +1295,26 @@ func TestBookSimulatedFleetsStartingTogether(t *testing.T) {
 	assert.LessOrEqual(t, first, 60)
 	assert.GreaterOrEqual(t, met, 15)
 }
+
+// A client that took itself to be alone brings its turn forward
+// (capTurn); once its answers show it is one of a fleet, it turns at the
+// turn stated, with the others: the earliest its window's answers stated,
+// not the latest answer's, which a 429 late in the window states up to a
+// second late (a client that took that one sent each window's first
+// requests 220 ms past the turn, into windows the others had spent, and
+// lost a request to four 429s: bench/storm's 4 x 200, ratelimit-06).
+func TestBookFleetTurnIsTheEarliestStated(t *testing.T) {
+	var b Book
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	answer(&b, tk, 9, 2, now.Add(500*time.Millisecond)) // stated: now+2.5 s; a window after its send: now+2 s
+	p := b.scopes[host].policies[0]
+	require.True(t, p.capped)
+	require.Equal(t, now.Add(2*time.Second), p.resetAt)
+	p.share = 0.5 // measured: one of two
+	late := now.Add(1200 * time.Millisecond)
+	tk, _ = b.Reserve(host, "", late, time.Minute, nil)
+	h := http.Header{"Ratelimit": {`"q";r=0;t=2`}, "Ratelimit-Policy": {`"q";q=10;w=2`}}
+	b.Done(tk, Read(h, late, IETF, 0, false), true, late) // a 429: now+3.2 s stated
+	assert.False(t, p.capped)
+	assert.Equal(t, now.Add(2500*time.Millisecond), p.resetAt, "the earliest turn stated, not the 429's")
+}
