@@ -8,7 +8,8 @@ import (
 )
 
 // awaitRetry gets the retry of attempt a under way, once the policy chose
-// it and its delay d; pause: a's response asked for one (pause.go). Without
+// it and its delay d; pause: a's response asked for one (pause.go); paced:
+// it is a 429 whose quota the transport paces to (quotaTurnCap). Without
 // a budget, it reports the retry, lets go of a's response and waits d. With
 // one, the budget decides (budget.Admit: docs/storms.md's table) and the
 // loop does as it says: send after a wait, wait then ask again, park, or
@@ -16,13 +17,13 @@ import (
 // first retry. It returns the retry's lease, or why to stop and the error
 // to return with a's response: the response as it is, or the error joined
 // with the sentinel of the reason.
-func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, pause bool, claim **budget.Retry) (lease, StopReason, error) {
+func (t *Transport) awaitRetry(ctx context.Context, s *settings, a Attempt, d time.Duration, pause, paced bool, claim **budget.Retry) (lease, StopReason, error) {
 	if s.budget == nil {
 		return t.proceed(ctx, s, lease{}, a, d, d, true)
 	}
 	reported := false // at the start of its delay
 	r := t.claim(s, claim)
-	r.Req, r.Res, r.Pause, r.Reused, r.Delay = a.Req, a.Res, pause, success(a.Res), d
+	r.Req, r.Res, r.Pause, r.Paced, r.Reused, r.Delay = a.Req, a.Res, pause, paced, success(a.Res), d
 	for {
 		r.Bound = t.bound(ctx, s)
 		v := s.budget.inner().Admit(r)

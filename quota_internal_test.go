@@ -45,14 +45,20 @@ func TestQuotaTurnCap(t *testing.T) {
 	processQuotas.Done(quota.Open(k, route, at), quota.Read(res.Header, at, quota.XRateLimit, 0, false), true, at)
 
 	q := &quotaSend{on: true, asked: true}
+	capped := func(req *http.Request, res *http.Response, d time.Duration, paced bool) time.Duration {
+		t.Helper()
+		d, p := tr.quotaTurnCap(req, q, res, d)
+		assert.Equal(t, paced, p, "paced: the book holds the retry to the turn")
+		return d
+	}
 	stated := 2200 * time.Millisecond // to the second stated
-	assert.Equal(t, 1500*time.Millisecond, tr.quotaTurnCap(req, q, res, stated+stated/3), "the turn, not the second stated")
-	assert.Equal(t, time.Second, tr.quotaTurnCap(req, q, res, time.Second), "a shorter wait is kept")
+	assert.Equal(t, 1500*time.Millisecond, capped(req, res, stated+stated/3, true), "the turn, not the second stated")
+	assert.Equal(t, time.Second, capped(req, res, time.Second, true), "a shorter wait is kept")
 	res.Header.Set("Retry-After", "3")
-	assert.Equal(t, 3*time.Second, tr.quotaTurnCap(req, q, res, 3*time.Second), "Retry-After is waited in full")
+	assert.Equal(t, 3*time.Second, capped(req, res, 3*time.Second, false), "Retry-After is waited in full")
 	res.Header.Del("Retry-After")
 	res.StatusCode = http.StatusServiceUnavailable
-	assert.Equal(t, 3*time.Second, tr.quotaTurnCap(req, q, res, 3*time.Second), "not a 429")
+	assert.Equal(t, 3*time.Second, capped(req, res, 3*time.Second, false), "not a 429")
 
 	// A turn the book did not find sooner: the one the 429 states, not
 	// later (DefaultDelayFn's third more), nor sooner.
@@ -66,6 +72,12 @@ func TestQuotaTurnCap(t *testing.T) {
 	if _, found, ok := processQuotas.TurnIn(k2, route, at); assert.True(t, ok) {
 		assert.False(t, found)
 	}
-	assert.Equal(t, 2*time.Second, tr.quotaTurnCap(req2, q, res2, 2*time.Second+2*time.Second/3), "the turn stated")
-	assert.Equal(t, 1500*time.Millisecond, tr.quotaTurnCap(req2, q, res2, 1500*time.Millisecond))
+	assert.Equal(t, 2*time.Second, capped(req2, res2, 2*time.Second+2*time.Second/3, true), "the turn stated")
+	assert.Equal(t, 1500*time.Millisecond, capped(req2, res2, 1500*time.Millisecond, true))
+
+	// A 429 of a host whose quota the book does not know: not paced.
+	req3 := mustRequest("http://quota-turn-cap-3.test/v1/items")
+	res3 := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": nil}, Request: req3}
+	delete(res3.Header, "Retry-After")
+	assert.Equal(t, time.Second, capped(req3, res3, time.Second, false))
 }

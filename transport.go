@@ -258,9 +258,9 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// budget settled the attempt). Don't wait longer than the
 		// transport allows, nor past the caller's deadline: hand over the
 		// last outcome.
-		d := max(s.delay(a), o.Stated, 0)
+		d, paced := max(s.delay(a), o.Stated, 0), false
 		if q.on && !s.ownDelay {
-			d = t.quotaTurnCap(sent, &q, res, d) // quota.go: no later than the quota's turn
+			d, paced = t.quotaTurnCap(sent, &q, res, d) // quota.go: no later than the quota's turn
 		}
 		if d > s.maxDelay {
 			return res, ending{StopDelayTooLong, count}, err
@@ -273,11 +273,13 @@ func (t *Transport) roundTrip(req *http.Request, s *settings, f *headerFacts, bo
 		// report the retry, let go of the response the caller will not see,
 		// and wait; or park (park.go: into an outage, or without a token
 		// where the destination is short of room) until it answers again or
-		// a token comes; or wait in its pause lane. Refused: the last
-		// response as it is, or the last error marked as such.
+		// a token comes; or wait in its pause lane (not a 429 whose quota
+		// is paced: the quota's hold, at the next attempt, paces it).
+		// Refused: the last response as it is, or the last error marked as
+		// such.
 		refundable = res == nil && isConnLost(err)
 		var why StopReason
-		if l, why, err = t.awaitRetry(ctx, s, a, d, o.Pause, &claim); why == StopCanceled {
+		if l, why, err = t.awaitRetry(ctx, s, a, d, o.Pause, paced, &claim); why == StopCanceled {
 			return nil, ending{why, count}, err
 		} else if why != 0 {
 			return res, ending{why, count}, err

@@ -26,6 +26,7 @@ type Retry struct {
 	Hedge  bool // a hedge: a token, or a slot of the window, now, or nothing
 	Hold   bool // WithHoldDuringPause: also wait, in the lane, for the host's latest stated pause to run out
 	Pause  bool // Res asked for a pause (a 429, Retry-After, a rate-limit reset)
+	Paced  bool // Res is a 429 whose quota the caller paces to: it holds the retry until the window the 429 states spent turns
 	Reused bool // Res is a success (a policy may retry some): the request's debt is cleared
 
 	Delay    time.Duration // the wait the policy chose, before the retry is sent
@@ -167,6 +168,11 @@ func (b *Budget) decide(h *host, r *Retry, wait time.Duration) Verdict {
 	at := b.clock()
 	m := h.mode(at)
 	switch {
+	case r.Pause && r.Paced && throttled(r.Res):
+		// 1. A 429 of a quota the caller paces to: no token, no lane;
+		// its delay (to the turn), then the caller's hold, which lets
+		// the window's quota go, no more.
+		return Verdict{Do: Send, After: wait}
 	case r.Pause && !b.noParking && b.laneInTime(h, r, wait):
 		// 1. It asked for a pause: no token; its delay, then the lane.
 		return b.pause(h, r, wait)

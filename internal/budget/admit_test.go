@@ -235,6 +235,29 @@ func TestAdmitPauses(t *testing.T) {
 	assert.Equal(t, Refuse, f.b.Admit(r).Do, "a 503 with a pause, an empty bucket: the lane's failures spent it")
 }
 
+// TestAdmitPaced: a 429 of a quota the caller paces to (Paced: its quota
+// book holds the retry until the turn) is sent after its delay, with no
+// lane and no token, whatever the lane's pace or the bucket; a pause other
+// than a 429's, Paced or not, takes the lane.
+func TestAdmitPaced(t *testing.T) {
+	f := newAdmitFixture(t)
+	f.h.lock(func() { f.h.lane.gap, f.h.lane.next = time.Hour, f.b.clock()+int64(time.Hour) })
+	f.drain()
+	r := f.retry(http.StatusTooManyRequests, time.Second)
+	r.Pause, r.Paced = true, true
+	v := f.b.Admit(r)
+	require.Equal(t, Send, v.Do)
+	assert.Equal(t, time.Second, v.After, "its delay")
+	assert.Nil(t, v.Waiter)
+	assert.Zero(t, v.Lease.owed, "no token")
+
+	f.h.lock(func() { f.h.lane.gap = 0 })
+	r = f.retry(http.StatusServiceUnavailable, time.Second)
+	r.Res.Header.Set("Retry-After", "1")
+	r.Pause, r.Paced = true, true
+	assert.Equal(t, Refuse, f.b.Admit(r).Do, "a 503's pause: the rows as before (an empty bucket refuses it)")
+}
+
 // TestAdmitFirstAndHedge: a first attempt goes at once unless it holds for
 // its host's stated pause; a hedge takes a token, else a free slot.
 func TestAdmitFirstAndHedge(t *testing.T) {
