@@ -131,7 +131,7 @@ type policy struct {
 	notBefore   time.Time     // a send that went then was refused the turn: the window turns later
 	reach       time.Duration // the longest reset stated (answerProbe does not lengthen it, as it does span)
 	capped      bool          // resetAt is capTurn's, before the turn stated
-	statedTurn  time.Time     // the earliest turn the current window's answers stated; zero: none yet
+	statedTurn  time.Time     // the earliest turn the current window's answers stated (a bucket's: still to come); zero: none yet
 	capMissed   int           // sends at capTurn's turns that were refused
 	minWhole    time.Duration // the least window capTurn takes, after such a refusal
 
@@ -990,6 +990,14 @@ func (p *policy) observe(o Observation, t Ticket, sends uint64, now time.Time, t
 		// out of order: a later send's higher count read last.)
 		if p.missed++; p.missed >= 2 {
 			p.fixed = true
+			if p.statedTurn.After(now) && p.statedTurn.Before(p.resetAt) {
+				// Its turn, the earliest its answers stated: a bucket's
+				// is the latest's, which a 429 late in the window states
+				// up to a second late (a client whose fleet's windows
+				// were spent when its requests came took that turn, and
+				// came that late every window).
+				p.resetAt = p.statedTurn
+			}
 		}
 	}
 	p.learnShape(o)
@@ -1029,6 +1037,9 @@ func (p *policy) observe(o Observation, t Ticket, sends uint64, now time.Time, t
 		// answer to an earlier send, come late, is older news.
 		if newer {
 			p.remaining, p.statedAt, p.sentAt, p.resetAt = o.Remaining, now, t.sentAt, resetAt
+		}
+		if !resetAt.IsZero() && (!p.statedTurn.After(now) || resetAt.Before(p.statedTurn)) {
+			p.statedTurn = resetAt // (should its turns hold it: missed)
 		}
 		return
 	}

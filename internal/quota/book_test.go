@@ -1318,3 +1318,31 @@ func TestBookFleetTurnIsTheEarliestStated(t *testing.T) {
 	assert.False(t, p.capped)
 	assert.Equal(t, now.Add(2500*time.Millisecond), p.resetAt, "the earliest turn stated, not the 429's")
 }
+
+// A quota paced as a bucket (a client that came late to a fleet's windows
+// sees counts a bucket's could be) and refused twice is held to its turns
+// from then on: the earliest turn its answers stated, not the latest
+// one's, stated by a 429 late in the window up to a second late.
+func TestBookBucketRefusedTwiceTurnsAtTheEarliestStated(t *testing.T) {
+	var b Book
+	h := func(r, t int) http.Header {
+		return http.Header{"Ratelimit-Limit": {"50"}, "Ratelimit-Remaining": {fmt.Sprint(r)}, "Ratelimit-Reset": {fmt.Sprint(t)}}
+	}
+	at := now
+	for _, r := range []int{20, 15, 10} { // low counts, 2 s to go: a bucket's too
+		tk, held := b.Reserve(host, "", at, time.Minute, nil)
+		require.Nil(t, held)
+		b.Done(tk, Read(h(r, 2), at, IETF, 0, false), false, at)
+	}
+	p := b.scopes[host].policies[0]
+	require.True(t, p.bucket())
+	for _, late := range []time.Duration{220 * time.Millisecond, 300 * time.Millisecond} {
+		at := now.Add(late)
+		tk := Open(host, "", at)
+		tk.sc, tk.mask = b.scopes[host], 1
+		p.inFlight++
+		b.Done(tk, Read(h(0, 2), at, IETF, 0, false), true, at) // 429s: the turn stated 2 s on, rounded up
+	}
+	require.False(t, p.bucket(), "refused twice: held to its turns")
+	assert.Equal(t, now.Add(2*time.Second), p.resetAt, "the earliest turn stated, not the 429s'")
+}
