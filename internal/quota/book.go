@@ -132,6 +132,7 @@ type policy struct {
 	reach       time.Duration // the longest reset stated (answerProbe does not lengthen it, as it does span)
 	capped      bool          // resetAt is capTurn's, before the turn stated
 	statedTurn  time.Time     // the earliest turn the current window's answers stated (a bucket's: still to come); zero: none yet
+	statedPrev  time.Time     // statedTurn of the window before the book's latest turn (a refused probe restores it)
 	capMissed   int           // sends at capTurn's turns that were refused
 	minWhole    time.Duration // the least window capTurn takes, after such a refusal
 
@@ -389,7 +390,7 @@ func (p *policy) roll(now time.Time) {
 	p.since = p.resetAt
 	p.openedPrev, p.opened = p.opened, time.Time{} // (capped: the turn reckoned from one capTurn brought is its too)
 	p.remaining, p.statedAt, p.sentAt = p.quota(), p.resetAt, p.resetAt
-	p.statedTurn = time.Time{}
+	p.statedPrev, p.statedTurn = p.statedTurn, time.Time{}
 	p.unconfirmed = !p.bucket()
 	p.endProbe()
 	p.base, p.own = -1, 0
@@ -837,8 +838,13 @@ func (p *policy) answerProbe(obs []Observation, throttled bool) {
 	case throttled:
 		p.refused = true
 		// The window the book turned goes on: its earliest send still
-		// bounds its turn (capTurn), which comes after this send's.
+		// bounds its turn (capTurn), which comes after this send's, and
+		// so does the earliest turn its answers stated, if after it (the
+		// 429's own reset, rounded up, states it up to a second late).
 		p.opened, p.notBefore = p.openedPrev, sent
+		if p.statedPrev.After(sent) {
+			p.statedTurn = p.statedPrev
+		}
 		if p.capped {
 			// Brought too soon: the window is longer than taken.
 			p.capMissed++
@@ -1076,6 +1082,8 @@ func (p *policy) observe(o Observation, t Ticket, sends uint64, now time.Time, t
 		// late, into windows the others had spent: bench/storm's 4 x 200
 		// lost a request to four 429s).
 		p.resetAt, p.capped = p.statedTurn, false
+	case p.statedTurn.After(now) && p.statedTurn.Before(p.resetAt):
+		p.resetAt, p.capped = p.statedTurn, false // (this answer's, or an earlier one's: refused, answerProbe)
 	case resetAt.Before(p.resetAt):
 		p.resetAt, p.capped = resetAt, false
 	}

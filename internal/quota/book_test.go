@@ -1346,3 +1346,27 @@ func TestBookBucketRefusedTwiceTurnsAtTheEarliestStated(t *testing.T) {
 	require.False(t, p.bucket(), "refused twice: held to its turns")
 	assert.Equal(t, now.Add(2*time.Second), p.resetAt, "the earliest turn stated, not the 429s'")
 }
+
+// A turn the book reckoned before the earliest one its window's answers
+// stated, refused (the window had not turned), goes back to that turn, not
+// to the one the 429 states, whose reset, rounded up, states it up to a
+// second late (bench/storm's 4 x 200: a client came 320 ms past each turn
+// from then on).
+func TestBookRefusedTurnGoesBackToTheEarliestStated(t *testing.T) {
+	var b Book
+	h := func(r, t int) http.Header {
+		return http.Header{"Ratelimit-Limit": {"50"}, "Ratelimit-Remaining": {fmt.Sprint(r)}, "Ratelimit-Reset": {fmt.Sprint(t)}}
+	}
+	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
+	b.Done(tk, Read(h(49, 2), now, IETF, 0, false), false, now) // the turn stated: now+2 s
+	p := b.scopes[host].policies[0]
+	require.True(t, p.fixed)
+	p.crowded = true                             // one of a fleet: no turn brought forward by its own sends (capTurn)
+	p.resetAt = now.Add(1300 * time.Millisecond) // reckoned early
+	early := p.resetAt
+	probe, held := b.Reserve(host, "", early, time.Minute, nil)
+	require.Nil(t, held, "the turn's first send asks whether it came")
+	require.NotZero(t, probe.probes)
+	b.Done(probe, Read(h(0, 1), early, IETF, 0, false), true, early) // refused: 0.7 s left, stated 1 s
+	assert.Equal(t, now.Add(2*time.Second), p.resetAt, "the earliest turn stated, not the 429's (now+2.3 s)")
+}
