@@ -56,8 +56,10 @@ import (
 // turns at most a window after the earliest send its answers counted: a
 // client alone whose first send went as the window began finds the turn
 // that a reset in whole seconds (an epoch's) states up to a second late,
-// and keeps its part of a second turn after turn. An answer to an earlier
-// send that comes after the answers to later ones is older news.
+// and keeps its part of a second turn after turn; a client of a fleet
+// turns at the earliest turn its window's answers stated (a 429 late in a
+// window states one up to a second late). An answer to an earlier send
+// that comes after the answers to later ones is older news.
 // docs/ratelimit.md.
 type Book struct {
 	n      atomic.Int32 // len(scopes): an empty book is read without the lock
