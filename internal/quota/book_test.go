@@ -1325,14 +1325,11 @@ func TestBookFleetTurnIsTheEarliestStated(t *testing.T) {
 // one's, stated by a 429 late in the window up to a second late.
 func TestBookBucketRefusedTwiceTurnsAtTheEarliestStated(t *testing.T) {
 	var b Book
-	h := func(r, t int) http.Header {
-		return http.Header{"Ratelimit-Limit": {"50"}, "Ratelimit-Remaining": {fmt.Sprint(r)}, "Ratelimit-Reset": {fmt.Sprint(t)}}
-	}
 	at := now
 	for _, r := range []int{20, 15, 10} { // low counts, 2 s to go: a bucket's too
 		tk, held := b.Reserve(host, "", at, time.Minute, nil)
 		require.Nil(t, held)
-		b.Done(tk, Read(h(r, 2), at, IETF, 0, false), false, at)
+		b.Done(tk, Read(header06(r, 2), at, IETF, 0, false), false, at)
 	}
 	p := b.scopes[host].policies[0]
 	require.True(t, p.bucket())
@@ -1341,7 +1338,7 @@ func TestBookBucketRefusedTwiceTurnsAtTheEarliestStated(t *testing.T) {
 		tk := Open(host, "", at)
 		tk.sc, tk.mask = b.scopes[host], 1
 		p.inFlight++
-		b.Done(tk, Read(h(0, 2), at, IETF, 0, false), true, at) // 429s: the turn stated 2 s on, rounded up
+		b.Done(tk, Read(header06(0, 2), at, IETF, 0, false), true, at) // 429s: the turn stated 2 s on, rounded up
 	}
 	require.False(t, p.bucket(), "refused twice: held to its turns")
 	assert.Equal(t, now.Add(2*time.Second), p.resetAt, "the earliest turn stated, not the 429s'")
@@ -1354,11 +1351,8 @@ func TestBookBucketRefusedTwiceTurnsAtTheEarliestStated(t *testing.T) {
 // from then on).
 func TestBookRefusedTurnGoesBackToTheEarliestStated(t *testing.T) {
 	var b Book
-	h := func(r, t int) http.Header {
-		return http.Header{"Ratelimit-Limit": {"50"}, "Ratelimit-Remaining": {fmt.Sprint(r)}, "Ratelimit-Reset": {fmt.Sprint(t)}}
-	}
 	tk, _ := b.Reserve(host, "", now, time.Minute, nil)
-	b.Done(tk, Read(h(49, 2), now, IETF, 0, false), false, now) // the turn stated: now+2 s
+	b.Done(tk, Read(header06(49, 2), now, IETF, 0, false), false, now) // the turn stated: now+2 s
 	p := b.scopes[host].policies[0]
 	require.True(t, p.fixed)
 	p.crowded = true                             // one of a fleet: no turn brought forward by its own sends (capTurn)
@@ -1367,6 +1361,12 @@ func TestBookRefusedTurnGoesBackToTheEarliestStated(t *testing.T) {
 	probe, held := b.Reserve(host, "", early, time.Minute, nil)
 	require.Nil(t, held, "the turn's first send asks whether it came")
 	require.NotZero(t, probe.probes)
-	b.Done(probe, Read(h(0, 1), early, IETF, 0, false), true, early) // refused: 0.7 s left, stated 1 s
+	b.Done(probe, Read(header06(0, 1), early, IETF, 0, false), true, early) // refused: 0.7 s left, stated 1 s
 	assert.Equal(t, now.Add(2*time.Second), p.resetAt, "the earliest turn stated, not the 429's (now+2.3 s)")
+}
+
+// header06 is the header of an answer in the dialect of the drafts up to
+// -06, a quota of 50: r left, the turn in t whole seconds.
+func header06(r, t int) http.Header {
+	return http.Header{"Ratelimit-Limit": {"50"}, "Ratelimit-Remaining": {fmt.Sprint(r)}, "Ratelimit-Reset": {fmt.Sprint(t)}}
 }
