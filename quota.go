@@ -313,8 +313,8 @@ func (t *Transport) quotaDone(req *http.Request, q *quotaSend, res *http.Respons
 // no turn keeps its backoff. paced reports that the book holds the retry
 // until that turn (it knows the window spent): the budget's pause lane,
 // which spaces a host's retries at the pace its answers show, then leaves
-// it to the book (a gap of the lane's, the pause stated, sent a fleet's
-// retry a window past the turn: bench/storm's 4 x 50 at 1.35x).
+// it to the book (a gap of the lane's, the pause stated, can send a
+// fleet's retry a window past the turn: docs/ratelimit.md, Measured).
 func (t *Transport) quotaTurnCap(req *http.Request, q *quotaSend, res *http.Response, d time.Duration) (time.Duration, bool) {
 	if res == nil || res.StatusCode != http.StatusTooManyRequests || len(res.Header["Retry-After"]) > 0 {
 		return d, false
